@@ -1,0 +1,12 @@
+// fp8scale: umbrella include.
+#pragma once
+
+#include "platform.hpp"
+#include "status.hpp"
+#include "numeric.hpp"
+#include "fp8.hpp"
+#include "scale_math.hpp"
+#include "scale_view.hpp"
+#include "layout_policy.hpp"
+#include "detail/checks.hpp"
+#include "reference/group_quant.hpp"

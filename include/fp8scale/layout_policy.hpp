@@ -1,0 +1,258 @@
+// fp8scale: the single layout-policy header.
+//
+// Every producer site asks one question, emitTransposed(m, onBpreshuffleGfx95):
+// should the producer write its scales column-major itself? When the answer is
+// false but the consumer still needs column-major, the site calls
+// materialize(), a row-major -> column-major relayout that is a no-op (no
+// launch, same pointer) when the bytes are already what the consumer reads.
+//
+// The convention follows sglang's fp8_utils (emit_transposed_bpreshuffle_scale,
+// materialize_bpreshuffle_fp8_scale): transposed emission only for M >= 2,
+// because at M == 1 both layouts are the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "platform.hpp"
+#include "scale_view.hpp"
+#include "status.hpp"
+
+namespace fp8scale {
+
+// ---------------------------------------------------------------------------
+// The gate.
+// ---------------------------------------------------------------------------
+
+/// True iff a producer feeding the gfx95 bpreshuffle blockscale GEMM should
+/// emit its scales column-major (TRANSPOSE_SCALE = true). False for m < 2:
+/// one row is the same bytes in either layout.
+FP8SCALE_HOST_DEVICE constexpr bool emitTransposed(index_t m, bool onBpreshuffleGfx95) {
+  return onBpreshuffleGfx95 && m >= 2;
+}
+
+// ---------------------------------------------------------------------------
+// Consumers and what they read.
+// ---------------------------------------------------------------------------
+
+/// The block-scaled GEMM that reads the activation scales.
+enum class ScaleConsumer : std::uint8_t {
+  kRowMajor,          ///< reads (M, G) row-major (gfx942 blockscale GEMM, most Triton GEMMs)
+  kBpreshuffleGfx95,  ///< aiter gemm_a8w8_blockscale_bpreshuffle on gfx950: [G][M], ld == M exactly
+  kCublasLtVec128,    ///< cuBLASLt CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F (sm_90, CUDA >= 12.9)
+  kDeepGemmTma,       ///< DeepGEMM-style TMA loads: [G][align(M, 4)]
+};
+
+/// True for the gfx95 family (MI350 / MI355X), from a gcnArchName such as
+/// "gfx950:sramecc+:xnack-". Features after ':' are ignored.
+inline bool isGfx95Arch(const std::string& archName) {
+  const std::string base = archName.substr(0, archName.find(':'));
+  return base.size() >= 5 && base.compare(0, 5, "gfx95") == 0;
+}
+
+/// The consumer a device's default blockscale GEMM path uses: gfx95 ->
+/// bpreshuffle; other AMD -> row-major; NVIDIA compute capability >= 9.0 ->
+/// TMA-aligned column-major (DeepGEMM; cuBLASLt accepts the same buffer when M
+/// is padded to a multiple of 4); older NVIDIA -> row-major.
+inline ScaleConsumer detectScaleConsumer(const DeviceInfo& device) {
+  if (device.isAmd) return isGfx95Arch(device.archName) ? ScaleConsumer::kBpreshuffleGfx95 : ScaleConsumer::kRowMajor;
+  return device.ccMajor >= 9 ? ScaleConsumer::kDeepGemmTma : ScaleConsumer::kRowMajor;
+}
+
+/// The gate's second argument for a device.
+inline bool onBpreshuffleGfx95(const DeviceInfo& device) {
+  return detectScaleConsumer(device) == ScaleConsumer::kBpreshuffleGfx95;
+}
+
+/// Whether the consumer reads column-major scales.
+FP8SCALE_HOST_DEVICE constexpr bool consumerIsColumnMajor(ScaleConsumer c) {
+  return c != ScaleConsumer::kRowMajor;
+}
+
+/// The column-major ld the consumer reads for M rows:
+///   kBpreshuffleGfx95 : M (the CK kernels ignore strides; ld must be exactly M)
+///   kCublasLtVec128   : align(M, 4) (cuBLASLt needs the scale operand's row count
+///                       a multiple of 4 with stride equal to it: the GEMM then
+///                       runs on the padded M)
+///   kDeepGemmTma      : align(M, 4) (16-byte TMA rows of fp32)
+///   kRowMajor         : 0 (the consumer reads row-major; ld does not apply)
+FP8SCALE_HOST_DEVICE constexpr index_t consumerScaleLd(ScaleConsumer c, index_t m) {
+  return c == ScaleConsumer::kBpreshuffleGfx95 ? m
+         : (c == ScaleConsumer::kCublasLtVec128 || c == ScaleConsumer::kDeepGemmTma) ? alignUp(m, 4)
+                                                                                     : 0;
+}
+
+// ---------------------------------------------------------------------------
+// materialize: relayout to ColMajor{ld}.
+// ---------------------------------------------------------------------------
+
+namespace detail {
+
+/// Whether a view already addresses every (m, g) exactly where ColMajor{ld}
+/// does, with no padding to fill: then materialize returns it without a copy.
+template <class T>
+constexpr bool sameBytesAsColMajor(const ScaleView<T, ColMajor>& v, index_t ld) {
+  return v.ld() == ld;
+}
+template <class T>
+constexpr bool sameBytesAsColMajor(const ScaleView<T, RowMajor>& v, index_t ld) {
+  if (v.empty()) return true;
+  if (ld != v.rows()) return false;  // padding slots would need writing
+  // m * rowLd + g == g * M + m for all (m, g): one row (ld == M == 1), or one
+  // group with unit row stride.
+  return v.rows() == 1 || (v.cols() == 1 && v.ld() == 1);
+}
+
+/// Validation shared by the host and device versions. On success `out` is the
+/// view materialize returns and `copy` says whether bytes must move.
+template <class T, class SrcLayout>
+Status planMaterialize(const char* fn, const ScaleView<T, SrcLayout>& src, T* dst, index_t ld,
+                       ScaleView<T, ColMajor>& out, bool& copy) {
+  if (ld < src.rows())
+    return Status::error(StatusCode::kLdTooSmall, fn, "ld", "column-major ld is smaller than rows", ld, src.rows());
+  if (sameBytesAsColMajor(src, ld)) {
+    out = ScaleView<T, ColMajor>::fromValidated(src.data(), src.rows(), src.cols(), ColMajor{ld});
+    copy = false;
+    return Status::ok();
+  }
+  if (dst == nullptr) return Status::error(StatusCode::kNullPointer, fn, "dst", "null destination for a relayout");
+  const auto* s0 = reinterpret_cast<const unsigned char*>(src.data());
+  const auto* s1 = reinterpret_cast<const unsigned char*>(src.data() + src.requiredSpan());
+  const auto* d0 = reinterpret_cast<const unsigned char*>(dst);
+  const auto* d1 = reinterpret_cast<const unsigned char*>(dst + src.cols() * ld);
+  if (d0 < s1 && s0 < d1)
+    return Status::error(StatusCode::kInvalidValue, fn, "dst", "destination overlaps the source; relayout is not in place");
+  out = ScaleView<T, ColMajor>::fromValidated(dst, src.rows(), src.cols(), ColMajor{ld});
+  copy = true;
+  return Status::ok();
+}
+
+}  // namespace detail
+
+/// Already column-major, no ld requested: the same view. Resolved at compile
+/// time from the view's type; no code runs.
+template <class T>
+FP8SCALE_HOST_DEVICE constexpr ScaleView<T, ColMajor> materialize(ScaleView<T, ColMajor> src) {
+  return src;
+}
+
+/// Host version of materialize (the reference): dst(m, g) = src(m, g) for every
+/// (m, g) and dst slots [M, ld) of each column = 0.
+///
+/// @param src  row-major or column-major (M, G) view
+/// @param dst  buffer of at least G * ld elements (unused when no copy is needed)
+/// @param ld   the consumer's column-major ld (>= M), see consumerScaleLd()
+/// @return the ColMajor{ld} view: `src`'s own pointer when its bytes already
+///         are that layout (ColMajor with the same ld; M == 1 with ld == 1;
+///         G == 1 with unit row stride and ld == M), else `dst`.
+/// Errors: kLdTooSmall ('ld'), kNullPointer ('dst'), kInvalidValue ('dst'
+/// overlapping src).
+template <class T, class SrcLayout>
+Result<ScaleView<T, ColMajor>> materializeHost(ScaleView<T, SrcLayout> src, T* dst, index_t ld) {
+  static_assert(std::is_same<SrcLayout, RowMajor>::value || std::is_same<SrcLayout, ColMajor>::value,
+                "materializeHost takes RowMajor or ColMajor views; view P1 buffers with asColumnMajor()");
+  ScaleView<T, ColMajor> out;
+  bool copy = false;
+  const Status s = detail::planMaterialize("materializeHost", src, dst, ld, out, copy);
+  if (!s) return s;
+  if (!copy) return out;
+  for (index_t g = 0; g < src.cols(); ++g) {
+    for (index_t m = 0; m < ld; ++m) dst[g * ld + m] = m < src.rows() ? src(m, g) : T(0);
+  }
+  return out;
+}
+
+/// P1 input: same rules after the zero-copy P1 -> P2 step.
+template <class T>
+Result<ScaleView<T, ColMajor>> materializeHost(ScaleView<T, TransposedContiguous> src, T* dst, index_t ld) {
+  return materializeHost(asColumnMajor(src), dst, ld);
+}
+
+#if defined(FP8SCALE_HAS_DEVICE)
+
+/// Tuning of the relayout kernel: a 32 x 32 tile through shared memory, read
+/// along g (contiguous in row-major) and written along m (contiguous in
+/// column-major), so both global sides are coalesced.
+struct MaterializePolicy {
+  static constexpr int kTile = 32;
+  static constexpr int kRowsPerPass = 8;
+  static constexpr int kThreads = kTile * kRowsPerPass;
+};
+
+namespace detail {
+
+template <class T, class SrcLayout>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void materializeTile(ScaleView<const T, SrcLayout> src,
+                                                          ScaleView<T, ColMajor> dst) {
+  constexpr int kTile = MaterializePolicy::kTile;
+  constexpr int kPass = MaterializePolicy::kRowsPerPass;
+  __shared__ T tile[kTile][kTile + 1];  // (m, g), +1 column against bank conflicts
+
+  const index_t m0 = static_cast<index_t>(blockIdx.x) * kTile;
+  const index_t g0 = static_cast<index_t>(blockIdx.y) * kTile;
+  const int tx = threadIdx.x;
+  const int ty = threadIdx.y;
+
+  // Load: lanes walk g. Rows past M (the padding rows) load 0.
+  for (int r = ty; r < kTile; r += kPass) {
+    const index_t m = m0 + r;
+    const index_t g = g0 + tx;
+    tile[r][tx] = (m < src.rows() && g < src.cols()) ? src(m, g) : T(0);  // (M, G)
+  }
+  __syncthreads();
+
+  // Store: lanes walk m, over the whole column [0, ld) including padding.
+  for (int c = ty; c < kTile; c += kPass) {
+    const index_t g = g0 + c;
+    const index_t m = m0 + tx;
+    if (g < dst.cols() && m < dst.ld()) dst.data()[g * dst.ld() + m] = tile[tx][c];  // [G][ld]
+  }
+}
+
+template <class T, class SrcLayout>
+FP8SCALE_GLOBAL void __launch_bounds__(MaterializePolicy::kThreads)
+    materializeKernel(ScaleView<const T, SrcLayout> src, ScaleView<T, ColMajor> dst) {
+  materializeTile<T, SrcLayout>(src, dst);
+}
+
+}  // namespace detail
+
+/// Relayout on the device: the kernel version of materializeHost(), same
+/// arguments, same result view, same no-op rules (no launch when the bytes
+/// already are ColMajor{ld}: the returned view then holds src's pointer).
+/// Asynchronous on `stream`; `dst` must be device memory of G * ld elements.
+/// Errors as materializeHost, plus kInvalidShape ('cols') past the grid limit
+/// and kDeviceError when the launch fails.
+template <class T, class SrcLayout>
+Result<ScaleView<T, ColMajor>> materialize(ScaleView<T, SrcLayout> src, T* dst, index_t ld, Stream stream) {
+  static_assert(std::is_same<SrcLayout, RowMajor>::value || std::is_same<SrcLayout, ColMajor>::value,
+                "materialize takes RowMajor or ColMajor views; view P1 buffers with asColumnMajor()");
+  ScaleView<T, ColMajor> out;
+  bool copy = false;
+  const Status s = detail::planMaterialize("materialize", src, dst, ld, out, copy);
+  if (!s || !copy) return s ? Result<ScaleView<T, ColMajor>>(out) : Result<ScaleView<T, ColMajor>>(s);
+  constexpr int kTile = MaterializePolicy::kTile;
+  const index_t tilesM = (ld + kTile - 1) / kTile;
+  const index_t tilesG = (src.cols() + kTile - 1) / kTile;
+  if (tilesG > 65535)
+    return Status::error(StatusCode::kInvalidShape, "materialize", "cols", "too many groups for one launch",
+                         src.cols(), 65535 * kTile);
+  if (tilesM > 2147483647)
+    return Status::error(StatusCode::kInvalidShape, "materialize", "ld", "too many rows for one launch", ld);
+  const DeviceError e = launchKernel(
+      detail::materializeKernel<T, SrcLayout>, dim3(static_cast<unsigned>(tilesM), static_cast<unsigned>(tilesG)),
+      dim3(kTile, MaterializePolicy::kRowsPerPass), 0, stream, ScaleView<const T, SrcLayout>(src), out);
+  if (e != kDeviceSuccess) return Status::fromDevice("materialize", e);
+  return out;
+}
+
+/// P1 input: same rules after the zero-copy P1 -> P2 step.
+template <class T>
+Result<ScaleView<T, ColMajor>> materialize(ScaleView<T, TransposedContiguous> src, T* dst, index_t ld,
+                                           Stream stream) {
+  return materialize(asColumnMajor(src), dst, ld, stream);
+}
+
+#endif  // FP8SCALE_HAS_DEVICE
+
+}  // namespace fp8scale

@@ -1,0 +1,173 @@
+// fp8scale: the one place for HIP / CUDA / host-only differences.
+//
+// Everything else in the library includes this header and never tests a vendor
+// macro itself. Three build modes:
+//   - FP8SCALE_PLATFORM_HIP   : compiled by hipcc / clang -x hip (AMD GPUs)
+//   - FP8SCALE_PLATFORM_CUDA  : compiled by nvcc / clang -x cuda (NVIDIA GPUs)
+//   - FP8SCALE_PLATFORM_HOST  : any C++17 compiler; no kernels, host references
+//                               and layout types only.
+// FP8SCALE_DEVICE_PASS is 1 while the compiler generates device code (the
+// device half of a CUDA/HIP compile), 0 otherwise.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#if defined(__HIP__) || defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#define FP8SCALE_PLATFORM_HIP 1
+#include <hip/hip_runtime.h>
+#elif defined(__CUDACC__)
+#define FP8SCALE_PLATFORM_CUDA 1
+#include <cuda_runtime.h>
+#else
+#define FP8SCALE_PLATFORM_HOST 1
+#endif
+
+#if defined(FP8SCALE_PLATFORM_HIP) || defined(FP8SCALE_PLATFORM_CUDA)
+#define FP8SCALE_HAS_DEVICE 1
+#endif
+
+#if defined(__HIP_DEVICE_COMPILE__) || defined(__CUDA_ARCH__)
+#define FP8SCALE_DEVICE_PASS 1
+#else
+#define FP8SCALE_DEVICE_PASS 0
+#endif
+
+// Annotations. Overridable, as in rocPRIM, for projects that wrap them.
+#ifndef FP8SCALE_HOST_DEVICE
+#if defined(FP8SCALE_HAS_DEVICE)
+#define FP8SCALE_HOST_DEVICE __host__ __device__
+#else
+#define FP8SCALE_HOST_DEVICE
+#endif
+#endif
+
+#ifndef FP8SCALE_DEVICE
+#if defined(FP8SCALE_HAS_DEVICE)
+#define FP8SCALE_DEVICE __device__
+#endif
+#endif
+
+#if defined(FP8SCALE_HAS_DEVICE)
+#define FP8SCALE_GLOBAL __global__
+#define FP8SCALE_FORCEINLINE __forceinline__
+#else
+#define FP8SCALE_FORCEINLINE inline
+#endif
+
+// Which hardware fp8 conversion the current device pass has (0 on the host
+// pass and on targets without one):
+//   FP8SCALE_HW_CVT_E4M3FN   : cvt.rn.satfinite.e4m3x2.f32 (sm_89+) or
+//                              v_cvt_pk_fp8_f32 in OCP mode (gfx950)
+//   FP8SCALE_HW_CVT_E4M3FNUZ : v_cvt_pk_fp8_f32 in FNUZ mode (gfx940/941/942)
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890)
+#define FP8SCALE_HW_CVT_E4M3FN 1
+#define FP8SCALE_HW_CVT_PTX 1
+#elif defined(__HIP_DEVICE_COMPILE__) && defined(__gfx950__)
+#define FP8SCALE_HW_CVT_E4M3FN 1
+#define FP8SCALE_HW_CVT_AMDGCN 1
+#elif defined(__HIP_DEVICE_COMPILE__) && \
+    (defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__))
+#define FP8SCALE_HW_CVT_E4M3FNUZ 1
+#define FP8SCALE_HW_CVT_AMDGCN 1
+#endif
+#ifndef FP8SCALE_HW_CVT_E4M3FN
+#define FP8SCALE_HW_CVT_E4M3FN 0
+#endif
+#ifndef FP8SCALE_HW_CVT_E4M3FNUZ
+#define FP8SCALE_HW_CVT_E4M3FNUZ 0
+#endif
+
+namespace fp8scale {
+
+/// Signed 64-bit index used for every extent, stride and offset: M * K of a
+/// large activation exceeds 2^31.
+using index_t = std::int64_t;
+
+/// Bit cast without UB, usable in device code (std::bit_cast is C++20).
+template <class To, class From>
+FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE To bitCast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From), "bitCast needs equal sizes");
+  static_assert(std::is_trivially_copyable<From>::value &&
+                    std::is_trivially_copyable<To>::value,
+                "bitCast needs trivially copyable types");
+  To to;
+  __builtin_memcpy(&to, &from, sizeof(To));
+  return to;
+}
+
+#if defined(FP8SCALE_PLATFORM_HIP)
+using Stream = hipStream_t;
+using DeviceError = hipError_t;
+constexpr DeviceError kDeviceSuccess = hipSuccess;
+inline const char* deviceErrorString(DeviceError e) { return hipGetErrorString(e); }
+inline DeviceError deviceLastError() { return hipGetLastError(); }
+#elif defined(FP8SCALE_PLATFORM_CUDA)
+using Stream = cudaStream_t;
+using DeviceError = cudaError_t;
+constexpr DeviceError kDeviceSuccess = cudaSuccess;
+inline const char* deviceErrorString(DeviceError e) { return cudaGetErrorString(e); }
+inline DeviceError deviceLastError() { return cudaGetLastError(); }
+#else
+/// Host-only builds have no streams; the type exists so that signatures match.
+using Stream = void*;
+using DeviceError = int;
+constexpr DeviceError kDeviceSuccess = 0;
+inline const char* deviceErrorString(DeviceError) { return "no device runtime"; }
+inline DeviceError deviceLastError() { return 0; }
+#endif
+
+/// What the layout policy needs to know about a device. Filled from the
+/// runtime's device properties by queryDevice(), or by hand in host tests.
+struct DeviceInfo {
+  bool isAmd = false;
+  /// AMD: the full gcnArchName, e.g. "gfx950:sramecc+:xnack-". Empty on NVIDIA.
+  std::string archName;
+  /// NVIDIA: compute capability (9, 0) for Hopper. 0 on AMD.
+  int ccMajor = 0;
+  int ccMinor = 0;
+  int multiProcessorCount = 0;
+};
+
+#if defined(FP8SCALE_HAS_DEVICE)
+/// Reads the properties of `device` from the runtime. Returns the runtime's
+/// error code; `info` is left untouched on failure.
+inline DeviceError queryDevice(int device, DeviceInfo& info) {
+#if defined(FP8SCALE_PLATFORM_HIP)
+  hipDeviceProp_t p;
+  DeviceError e = hipGetDeviceProperties(&p, device);
+  if (e != hipSuccess) return e;
+  info.isAmd = true;
+  info.archName = p.gcnArchName;
+  info.ccMajor = 0;
+  info.ccMinor = 0;
+  info.multiProcessorCount = p.multiProcessorCount;
+#else
+  int major = 0, minor = 0, sms = 0;
+  DeviceError e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) return e;
+  info.isAmd = false;
+  info.archName.clear();
+  info.ccMajor = major;
+  info.ccMinor = minor;
+  info.multiProcessorCount = sms;
+#endif
+  return kDeviceSuccess;
+}
+
+/// Launches `kernel<<<grid, block, smem, stream>>>(args...)` and returns the
+/// launch error (configuration errors, missing code object). Does not
+/// synchronize: execution errors surface at the caller's next sync.
+template <class... KernelArgs, class... Args>
+inline DeviceError launchKernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+                                std::size_t sharedBytes, Stream stream, Args&&... args) {
+  kernel<<<grid, block, sharedBytes, stream>>>(static_cast<KernelArgs>(args)...);
+  return deviceLastError();
+}
+#endif
+
+}  // namespace fp8scale

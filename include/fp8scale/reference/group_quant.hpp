@@ -1,0 +1,84 @@
+// fp8scale: host per-group quantization, the executable specification.
+//
+// Every device producer is tested against this function: pure group quant bit
+// for bit, fused producers through the same per-group step applied to their
+// fp32 intermediate. The rules are shared/DESIGN.md "Numerics":
+//   amax = max(max |v| ignoring NaN, eps); s = rule(amax / fmax);
+//   inv = 1 / s; q = encode(v * inv).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "../detail/checks.hpp"
+#include "../fp8.hpp"
+#include "../numeric.hpp"
+#include "../scale_math.hpp"
+#include "../scale_view.hpp"
+#include "../status.hpp"
+
+namespace fp8scale {
+namespace reference {
+
+/// Quantizes one group of fp32 values: writes `n` fp8 bytes to `q` and returns
+/// the group's scale. The single step every producer's reference uses.
+template <class Format, class Rule>
+float quantizeGroup(const float* v, int n, std::uint8_t* q, float fmax, float eps) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = amaxStep(amax, v[i]);
+  const float s = scaleFromAmax<Rule>(amax, fmax, eps);
+  const float inv = inverseScale(s);
+  for (int i = 0; i < n; ++i) q[i] = encode<Format>(v[i] * inv);
+  return s;
+}
+
+/// Writes the padding slots [M, ld) of every column of a column-major view
+/// with 0, as producers must; nothing for other layouts.
+template <class Layout>
+void zeroScalePadding(ScaleView<float, Layout> scale) {
+  if constexpr (std::is_same<Layout, ColMajor>::value) {
+    for (index_t g = 0; g < scale.cols(); ++g)
+      for (index_t m = scale.rows(); m < scale.ld(); ++m) scale.data()[g * scale.ld() + m] = 0.0f;
+  }
+}
+
+/// Per-token-group quantization of x[M, K] (row stride ldx) into
+/// q[M, K] (row stride q.ld, bytes) and scale (M, K / groupSize) in any
+/// RowMajor / ColMajor layout. `InT` is float, BFloat16 or Float16.
+///
+/// @param fmax  the largest magnitude after scaling: Format::kMax by default
+///              (some engines pass 224 on e4m3fnuz)
+/// @param eps   floor on amax (kDefaultAmaxEps)
+/// Errors: as detail::checkQuantArgs (no alignment demands on the host).
+template <class Format, class Rule, class InT, class Layout>
+Status groupQuant(const InT* x, index_t M, index_t K, index_t ldx, int groupSize, Fp8Matrix<Format> q,
+                  ScaleView<float, Layout> scale, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
+  detail::QuantArgs a;
+  a.x = x;
+  a.rows = M;
+  a.cols = K;
+  a.ldx = ldx;
+  a.inputBytes = static_cast<int>(sizeof(InT));
+  a.q = q.data;
+  a.ldq = q.ld;
+  a.scale = scale.data();
+  a.scaleRows = scale.rows();
+  a.scaleCols = scale.cols();
+  a.groupSize = groupSize;
+  const Status s = detail::checkQuantArgs("reference::groupQuant", a, /*vectorBytes=*/1);
+  if (!s) return s;
+  if (!(fmax > 0.0f)) return Status::error(StatusCode::kInvalidValue, "reference::groupQuant", "fmax", "must be > 0");
+  std::vector<float> v(static_cast<std::size_t>(groupSize));
+  for (index_t m = 0; m < M; ++m) {
+    for (index_t g = 0; g < K / groupSize; ++g) {
+      const InT* src = x + m * ldx + g * groupSize;
+      for (int i = 0; i < groupSize; ++i) v[i] = toFloat(src[i]);
+      scale(m, g) = quantizeGroup<Format, Rule>(v.data(), groupSize, &q(m, g * groupSize), fmax, eps);
+    }
+  }
+  zeroScalePadding(scale);
+  return Status::ok();
+}
+
+}  // namespace reference
+}  // namespace fp8scale

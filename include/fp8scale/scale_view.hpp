@@ -1,0 +1,299 @@
+// fp8scale: typed views of per-group scale buffers.
+//
+// A producer quantizes x[M, K] in groups of `groupSize` columns and writes one
+// scale per (row m, group g): a logical (M, G) matrix, G = K / groupSize. The
+// bytes come in one of these layouts, and the layout is part of the view's type
+// so that a buffer can only be re-read the way it was written:
+//
+//   RowMajor{ld}          (m, g) -> m * ld + g    strides (ld, 1), ld >= G.
+//                         What engines emit by default.
+//   ColMajor{ld}          (m, g) -> g * ld + m    strides (1, ld), ld >= M.
+//                         Physical [G][ld]. What the gfx950 "bpreshuffle"
+//                         blockscale GEMM (ld == M exactly), cuBLASLt
+//                         VEC128_32F scales and DeepGEMM (ld == align(M, 4),
+//                         TMA) read. Slots m in [M, ld) of every column are
+//                         padding that producers write as 0.
+//   TransposedContiguous  column-major bytes [G][M] presented with the
+//                         contiguous (M, G) shape and strides (G, 1) ("P1"):
+//                         what a framework shows when a kernel wrote transposed
+//                         bytes into a tensor allocated as (M, G). Only data()
+//                         is meaningful; element access does not compile.
+//                         asColumnMajor() turns it into ColMajor{M} ("P2")
+//                         without touching memory.
+//   PerTensor             one scale for the whole tensor, broadcast: strides
+//                         (0, 0). Re-view helpers pass it through unchanged.
+//
+// There is no default layout: every view names one.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "fp8.hpp"
+#include "platform.hpp"
+#include "status.hpp"
+
+namespace fp8scale {
+
+/// (m, g) -> m * ld + g. Strides (ld, 1).
+struct RowMajor {
+  index_t ld = 0;
+  static constexpr bool kColumnMajor = false;
+  FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const { return m * ld + g; }
+  FP8SCALE_HOST_DEVICE constexpr index_t stride(int dim) const { return dim == 0 ? ld : 1; }
+  /// Elements addressed: (rows - 1) * ld + cols (mdspan's required_span_size).
+  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t rows, index_t cols) const {
+    return (rows == 0 || cols == 0) ? 0 : (rows - 1) * ld + cols;
+  }
+  /// The smallest legal ld for `cols` groups.
+  static constexpr index_t minLd(index_t /*rows*/, index_t cols) { return cols; }
+};
+
+/// (m, g) -> g * ld + m. Strides (1, ld). The layout owns the padding slots
+/// [M, ld) of each column, so requiredSpan() is cols * ld.
+struct ColMajor {
+  index_t ld = 0;
+  static constexpr bool kColumnMajor = true;
+  FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const { return g * ld + m; }
+  FP8SCALE_HOST_DEVICE constexpr index_t stride(int dim) const { return dim == 0 ? 1 : ld; }
+  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t rows, index_t cols) const {
+    return (rows == 0 || cols == 0) ? 0 : cols * ld;
+  }
+  static constexpr index_t minLd(index_t rows, index_t /*cols*/) { return rows; }
+};
+
+/// Column-major bytes [G][M] under a contiguous (M, G) presentation ("P1").
+/// Reports the strides it is presented with, (G, 1), which are wrong for its
+/// bytes; has no offset(), so elements cannot be read through it.
+struct TransposedContiguous {
+  static constexpr bool kColumnMajor = false;
+};
+
+/// One scale broadcast over all (m, g). Strides (0, 0).
+struct PerTensor {
+  static constexpr bool kColumnMajor = false;
+  FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t, index_t) const { return 0; }
+  FP8SCALE_HOST_DEVICE constexpr index_t stride(int) const { return 0; }
+  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t, index_t) const { return 1; }
+};
+
+/// Rounds `m` up to a multiple of `alignment` (> 0): align(M, 4) of TMA-aligned
+/// scale buffers.
+FP8SCALE_HOST_DEVICE constexpr index_t alignUp(index_t m, index_t alignment) {
+  return (m + alignment - 1) / alignment * alignment;
+}
+
+template <class T, class Layout>
+class ScaleView;
+
+namespace detail {
+template <class Layout>
+struct HasLd : std::bool_constant<std::is_same<Layout, RowMajor>::value ||
+                                  std::is_same<Layout, ColMajor>::value> {};
+}  // namespace detail
+
+/// A non-owning (rows, cols) = (M, G) view of a scale buffer in `Layout`.
+/// Trivially copyable; pass it to kernels by value. `T` is float for fp32 and
+/// UE8M0-as-fp32 scales, or std::uint8_t for packed UE8M0 exponents.
+///
+/// Build one with ScaleView::make() (validates, returns Result) or the free
+/// helpers rowMajorView() / colMajorView() / transposedContiguousView().
+template <class T, class Layout>
+class ScaleView {
+ public:
+  using element_type = T;
+  using layout_type = Layout;
+  static constexpr bool kColumnMajor = Layout::kColumnMajor;
+
+  /// An empty view (0 x 0, null data).
+  constexpr ScaleView() = default;
+
+  /// A view over `data` with logical extents (rows, cols). Errors:
+  /// kInvalidShape for a negative extent; kLdTooSmall when the layout's ld is
+  /// below its minimum (RowMajor: cols, ColMajor: rows); kNullPointer when
+  /// data is null and the view addresses at least one element.
+  static Result<ScaleView> make(T* data, index_t rows, index_t cols, Layout layout = Layout{});
+
+  /// Converts a mutable view to a read-only one.
+  template <class U, class = std::enable_if_t<std::is_same<const U, T>::value && !std::is_same<U, T>::value>>
+  FP8SCALE_HOST_DEVICE constexpr ScaleView(const ScaleView<U, Layout>& other)  // NOLINT: implicit
+      : data_(other.data()), rows_(other.rows()), cols_(other.cols()), layout_(other.layout()) {}
+
+  FP8SCALE_HOST_DEVICE constexpr T* data() const { return data_; }
+  /// M: tokens.
+  FP8SCALE_HOST_DEVICE constexpr index_t rows() const { return rows_; }
+  /// G: groups per row.
+  FP8SCALE_HOST_DEVICE constexpr index_t cols() const { return cols_; }
+  FP8SCALE_HOST_DEVICE constexpr bool empty() const { return rows_ == 0 || cols_ == 0; }
+  FP8SCALE_HOST_DEVICE constexpr const Layout& layout() const { return layout_; }
+
+  /// Leading dimension: RowMajor / ColMajor: the layout's ld. P1: cols (its
+  /// presented row stride). PerTensor: 0.
+  FP8SCALE_HOST_DEVICE constexpr index_t ld() const {
+    if constexpr (detail::HasLd<Layout>::value) return layout_.ld;
+    else if constexpr (std::is_same<Layout, TransposedContiguous>::value) return cols_;
+    else return 0;
+  }
+
+  /// Stride of dimension 0 (m) or 1 (g), in elements. For P1 these are the
+  /// presented strides (G, 1), not the ones its bytes have.
+  FP8SCALE_HOST_DEVICE constexpr index_t stride(int dim) const {
+    if constexpr (std::is_same<Layout, TransposedContiguous>::value) return dim == 0 ? cols_ : 1;
+    else return layout_.stride(dim);
+  }
+
+  /// Elements the buffer must hold (including ColMajor padding).
+  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan() const {
+    if constexpr (std::is_same<Layout, TransposedContiguous>::value) return rows_ * cols_;
+    else return layout_.requiredSpan(rows_, cols_);
+  }
+
+  /// Element (m, g). Not available on P1 (its strides do not describe its bytes).
+  template <class L = Layout, class = std::enable_if_t<!std::is_same<L, TransposedContiguous>::value>>
+  FP8SCALE_HOST_DEVICE constexpr T& operator()(index_t m, index_t g) const {
+    return data_[layout_.offset(m, g)];
+  }
+
+  /// Unchecked construction, for code that already validated (launchers,
+  /// kernels slicing a view they were given).
+  FP8SCALE_HOST_DEVICE static constexpr ScaleView fromValidated(T* data, index_t rows, index_t cols,
+                                                                Layout layout) {
+    return ScaleView(data, rows, cols, layout);
+  }
+
+ private:
+  FP8SCALE_HOST_DEVICE constexpr ScaleView(T* data, index_t rows, index_t cols, Layout layout)
+      : data_(data), rows_(rows), cols_(cols), layout_(layout) {}
+
+  T* data_ = nullptr;
+  index_t rows_ = 0;
+  index_t cols_ = 0;
+  Layout layout_{};
+};
+
+template <class T, class Layout>
+Result<ScaleView<T, Layout>> ScaleView<T, Layout>::make(T* data, index_t rows, index_t cols, Layout layout) {
+  if (rows < 0) return Status::error(StatusCode::kInvalidShape, "ScaleView::make", "rows", "extent is negative", rows);
+  if (cols < 0) return Status::error(StatusCode::kInvalidShape, "ScaleView::make", "cols", "extent is negative", cols);
+  if constexpr (detail::HasLd<Layout>::value) {
+    const index_t minLd = Layout::minLd(rows, cols);
+    if (layout.ld < minLd)
+      return Status::error(StatusCode::kLdTooSmall, "ScaleView::make", "ld",
+                           Layout::kColumnMajor ? "column-major ld is smaller than rows"
+                                                : "row-major ld is smaller than cols",
+                           layout.ld, minLd);
+  }
+  if (data == nullptr && rows > 0 && cols > 0)
+    return Status::error(StatusCode::kNullPointer, "ScaleView::make", "data", "null data for a non-empty view");
+  return ScaleView(data, rows, cols, layout);
+}
+
+/// Row-major (M, G) view; ld defaults to G (contiguous).
+template <class T>
+Result<ScaleView<T, RowMajor>> rowMajorView(T* data, index_t rows, index_t cols, index_t ld = -1) {
+  return ScaleView<T, RowMajor>::make(data, rows, cols, RowMajor{ld < 0 ? cols : ld});
+}
+
+/// Column-major (M, G) view, physical [G][ld]; ld defaults to M.
+template <class T>
+Result<ScaleView<T, ColMajor>> colMajorView(T* data, index_t rows, index_t cols, index_t ld = -1) {
+  return ScaleView<T, ColMajor>::make(data, rows, cols, ColMajor{ld < 0 ? rows : ld});
+}
+
+/// "P1": a contiguous (M, G) tensor whose bytes a producer wrote transposed.
+template <class T>
+Result<ScaleView<T, TransposedContiguous>> transposedContiguousView(T* data, index_t rows, index_t cols) {
+  return ScaleView<T, TransposedContiguous>::make(data, rows, cols);
+}
+
+/// A per-tensor scale broadcast to (M, G).
+template <class T>
+Result<ScaleView<T, PerTensor>> perTensorView(T* data, index_t rows, index_t cols) {
+  return ScaleView<T, PerTensor>::make(data, rows, cols);
+}
+
+// ---------------------------------------------------------------------------
+// Re-viewing without copies.
+// ---------------------------------------------------------------------------
+
+/// P1 -> P2: the same pointer, read as column-major with strides (1, M). The
+/// zero-copy step of the library; no memory is touched.
+template <class T>
+FP8SCALE_HOST_DEVICE constexpr ScaleView<T, ColMajor> asColumnMajor(ScaleView<T, TransposedContiguous> v) {
+  return ScaleView<T, ColMajor>::fromValidated(v.data(), v.rows(), v.cols(), ColMajor{v.rows()});
+}
+
+/// Already column-major: returned as is (same pointer, same ld).
+template <class T>
+FP8SCALE_HOST_DEVICE constexpr ScaleView<T, ColMajor> asColumnMajor(ScaleView<T, ColMajor> v) {
+  return v;
+}
+
+/// A row-major buffer holds row-major bytes: reading it as column-major
+/// scrambles every scale once M >= 2 and G >= 2. Use materialize() to relayout,
+/// or reinterpretAsTransposedBytes() if the bytes are known to be transposed.
+template <class T>
+ScaleView<T, ColMajor> asColumnMajor(ScaleView<T, RowMajor> v) = delete;
+
+/// The explicit escape hatch: declares that a buffer typed row-major actually
+/// holds transposed bytes (a producer ran with TRANSPOSE_SCALE into a tensor
+/// allocated as (M, G)). Requires ld == cols (a contiguous presentation);
+/// otherwise kInvalidShape naming 'ld'.
+template <class T>
+Result<ScaleView<T, TransposedContiguous>> reinterpretAsTransposedBytes(ScaleView<T, RowMajor> v) {
+  if (v.ld() != v.cols())
+    return Status::error(StatusCode::kInvalidShape, "reinterpretAsTransposedBytes", "ld",
+                         "only a contiguous (M, G) presentation can hold transposed bytes", v.ld(), v.cols());
+  return ScaleView<T, TransposedContiguous>::fromValidated(v.data(), v.rows(), v.cols(), TransposedContiguous{});
+}
+
+// ---------------------------------------------------------------------------
+// Quantized tensors: fp8 data + scale view.
+// ---------------------------------------------------------------------------
+
+/// Row-major fp8 data [M, K] with row stride `ld` (elements = bytes), in
+/// `Format` (E4M3FN or E4M3FNUZ).
+template <class Format>
+struct Fp8Matrix {
+  std::uint8_t* data = nullptr;
+  index_t rows = 0;
+  index_t cols = 0;
+  index_t ld = 0;
+  FP8SCALE_HOST_DEVICE constexpr std::uint8_t& operator()(index_t m, index_t k) const { return data[m * ld + k]; }
+};
+
+/// What a producer returns: fp8 data [M, K] and its scales (M, K / groupSize)
+/// in `ScaleLayout` (groupSize columns per scale; PerTensor: one scale).
+template <class Format, class ScaleLayout, class ScaleT = float>
+struct QuantizedTensor {
+  using format_type = Format;
+  using scale_layout = ScaleLayout;
+  Fp8Matrix<Format> data;
+  ScaleView<ScaleT, ScaleLayout> scale;
+  int groupSize = 0;
+};
+
+/// The "tuple" helper: re-views only the scale of a producer's output.
+/// P1 scales become ColMajor{M} (no copy); ColMajor and PerTensor scales pass
+/// through unchanged; the data is never touched.
+template <class Format, class ScaleT>
+constexpr QuantizedTensor<Format, ColMajor, ScaleT> viewTransposedScale(
+    const QuantizedTensor<Format, TransposedContiguous, ScaleT>& q) {
+  return {q.data, asColumnMajor(q.scale), q.groupSize};
+}
+template <class Format, class ScaleT>
+constexpr QuantizedTensor<Format, ColMajor, ScaleT> viewTransposedScale(
+    const QuantizedTensor<Format, ColMajor, ScaleT>& q) {
+  return q;
+}
+template <class Format, class ScaleT>
+constexpr QuantizedTensor<Format, PerTensor, ScaleT> viewTransposedScale(
+    const QuantizedTensor<Format, PerTensor, ScaleT>& q) {
+  return q;
+}
+/// Row-major scales are not transposed bytes; see asColumnMajor(RowMajor).
+template <class Format, class ScaleT>
+void viewTransposedScale(const QuantizedTensor<Format, RowMajor, ScaleT>& q) = delete;
+
+}  // namespace fp8scale

@@ -1,0 +1,20 @@
+# Installs fp8scale into a scratch prefix, then configures, builds and runs an
+# external project that finds it with find_package(fp8scale CONFIG REQUIRED).
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "command failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+endfunction()
+
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/lib-build -DFP8SCALE_BUILD_TESTS=OFF
+    -DCMAKE_INSTALL_PREFIX=${WORK_DIR}/prefix -DCMAKE_CXX_COMPILER=${CXX})
+run(${CMAKE_COMMAND} --install ${WORK_DIR}/lib-build)
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -B ${WORK_DIR}/consumer-build
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_CXX_COMPILER=${CXX})
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer-build)
+run(${WORK_DIR}/consumer-build/consumer)
+message(STATUS "installed package found and used")

@@ -1,0 +1,40 @@
+// The library's AMD device kernels, instantiated explicitly so that a
+// device-only compile puts each one in the code object, where
+// check_code_object.py reads its registers, spills and instructions.
+// Built by CMakeLists.txt in this folder (hip_compat.h is force-included).
+#include <cstdint>
+
+#include <fp8scale/fp8.hpp>
+#include <fp8scale/layout_policy.hpp>
+#include <fp8scale/scale_view.hpp>
+
+namespace fp8scale_isa {
+
+/// Converts in[2i], in[2i + 1] to the two bytes of out[i] through cvtPack2,
+/// so the code object shows which conversion path each format takes on each
+/// arch (the v_cvt_pk_fp8_f32 instruction or the software encode).
+/// in: [2 * pairs] floats; out: [pairs] packed fp8 pairs.
+template <class Format>
+__global__ void fp8ConvertKernel(const float* in, std::uint16_t* out, fp8scale::index_t pairs) {
+  const fp8scale::index_t i =
+      static_cast<fp8scale::index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= pairs) return;
+  out[i] = fp8scale::cvtPack2<Format>(in[2 * i], in[2 * i + 1]).bits;  // [pairs]
+}
+
+template __global__ void fp8ConvertKernel<fp8scale::E4M3FN>(const float*, std::uint16_t*,
+                                                            fp8scale::index_t);
+template __global__ void fp8ConvertKernel<fp8scale::E4M3FNUZ>(const float*, std::uint16_t*,
+                                                              fp8scale::index_t);
+
+}  // namespace fp8scale_isa
+
+// Relayout kernels behind fp8scale::materialize(): fp32 scales from both
+// source layouts, and packed UE8M0 exponents (one byte per scale).
+template __global__ void fp8scale::detail::materializeKernel<float, fp8scale::RowMajor>(
+    fp8scale::ScaleView<const float, fp8scale::RowMajor>, fp8scale::ScaleView<float, fp8scale::ColMajor>);
+template __global__ void fp8scale::detail::materializeKernel<float, fp8scale::ColMajor>(
+    fp8scale::ScaleView<const float, fp8scale::ColMajor>, fp8scale::ScaleView<float, fp8scale::ColMajor>);
+template __global__ void fp8scale::detail::materializeKernel<std::uint8_t, fp8scale::RowMajor>(
+    fp8scale::ScaleView<const std::uint8_t, fp8scale::RowMajor>,
+    fp8scale::ScaleView<std::uint8_t, fp8scale::ColMajor>);
