@@ -9,4 +9,8 @@
 #include "scale_view.hpp"
 #include "layout_policy.hpp"
 #include "detail/checks.hpp"
+#include "producers/group_quant.hpp"
+#include "producers/silu_clamp_quant.hpp"
+#include "producers/rmsnorm_quant.hpp"
 #include "reference/group_quant.hpp"
+#include "reference/fused_quant.hpp"

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "platform.hpp"
 
@@ -45,6 +46,41 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE BFloat16 toBFloat16(float v) {
   if ((b & 0x7FFFFFFFu) > 0x7F800000u) return BFloat16{static_cast<std::uint16_t>((b >> 16) | 0x0040u)};
   const std::uint32_t rounded = b + 0x7FFFu + ((b >> 16) & 1u);
   return BFloat16{static_cast<std::uint16_t>(rounded >> 16)};
+}
+
+/// fp32 -> fp16, round to nearest even, overflow to inf, NaN stays a NaN.
+FP8SCALE_HOST_DEVICE inline Float16 toFloat16(float v) {
+  const std::uint32_t b = bitCast<std::uint32_t>(v);
+  const std::uint32_t sign = (b >> 16) & 0x8000u;
+  const std::uint32_t abs = b & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return Float16{static_cast<std::uint16_t>(sign | 0x7E00u)};
+  if (abs >= 0x477FF000u) return Float16{static_cast<std::uint16_t>(sign | 0x7C00u)};  // rounds past 65504
+  if (abs < 0x38800000u) {
+    // fp16 subnormal (or zero): units of 2^-24, round to nearest even.
+    if (abs < 0x33000000u) return Float16{static_cast<std::uint16_t>(sign)};  // <= 2^-25: rounds to 0
+    const std::uint32_t e = abs >> 23;
+    const std::uint32_t sig = (abs & 0x7FFFFFu) | 0x800000u;
+    const std::uint32_t shift = 126u - e;  // 14 + (113 - e) - 1 + ... : value = sig * 2^(e-150)
+    std::uint32_t units = sig >> shift;
+    const std::uint32_t rest = sig & ((1u << shift) - 1u);
+    const std::uint32_t half = 1u << (shift - 1u);
+    if (rest > half || (rest == half && (units & 1u))) ++units;
+    return Float16{static_cast<std::uint16_t>(sign | units)};
+  }
+  std::uint32_t r = abs + 0xFFFu + ((abs >> 13) & 1u);  // round the 13 dropped bits to even
+  return Float16{static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13))};
+}
+
+/// fp32 -> In (float, BFloat16, Float16), round to nearest even.
+template <class In>
+FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE In fromFloat(float v) {
+  if constexpr (sizeof(In) == 4) {
+    return v;
+  } else if constexpr (std::is_same<In, BFloat16>::value) {
+    return toBFloat16(v);
+  } else {
+    return toFloat16(v);
+  }
 }
 
 }  // namespace fp8scale

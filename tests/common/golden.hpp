@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -116,6 +117,17 @@ inline std::vector<std::uint32_t> boundaryInputs() {
 }
 
 inline std::string goldenPath(const std::string& dir, const char* name) { return dir + "/" + name; }
+
+/// tests/data: the FP8SCALE_TEST_DATA_DIR environment variable when set (a
+/// binary run from another checkout), else the path compiled in.
+inline std::string dataDir() {
+  const char* env = std::getenv("FP8SCALE_TEST_DATA_DIR");
+#ifdef FP8SCALE_TEST_DATA_DIR
+  return env != nullptr ? env : FP8SCALE_TEST_DATA_DIR;
+#else
+  return env != nullptr ? env : "tests/data";
+#endif
+}
 
 inline constexpr const char* kGoldenBf16File = "e4m3fn_h200_bf16.golden";
 inline constexpr const char* kGoldenFp32File = "e4m3fn_h200_fp32.golden";

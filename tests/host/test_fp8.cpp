@@ -19,7 +19,7 @@ using test::GoldenRecord;
 
 std::vector<GoldenRecord> load(const char* name) {
   std::vector<GoldenRecord> r;
-  const std::string path = test::goldenPath(FP8SCALE_TEST_DATA_DIR, name);
+  const std::string path = test::goldenPath(test::dataDir(), name);
   EXPECT_TRUE(test::readGolden(path, r)) << "cannot read " << path;
   return r;
 }

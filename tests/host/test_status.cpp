@@ -34,12 +34,12 @@ class QuantArgChecks : public ::testing::Test {
 };
 
 TEST_F(QuantArgChecks, ValidArgumentsPass) {
-  EXPECT_TRUE(detail::checkQuantArgs("test", validBf16Args(x, q, s), 16).isOk());
+  EXPECT_TRUE(detail::checkQuantArgs("test", validBf16Args(x, q, s), 16, 16).isOk());
 }
 
 TEST_F(QuantArgChecks, MisalignedPointersAndStridesAreRefusedByName) {
   auto a = validBf16Args(x + 2, q, s);
-  auto st = detail::checkQuantArgs("groupQuant", a, 16);
+  auto st = detail::checkQuantArgs("groupQuant", a, 16, 16);
   EXPECT_EQ(st.code(), StatusCode::kMisaligned);
   EXPECT_STREQ(st.argument(), "x");
   EXPECT_EQ(st.value(), 2) << "reports the misalignment in bytes";
@@ -47,20 +47,20 @@ TEST_F(QuantArgChecks, MisalignedPointersAndStridesAreRefusedByName) {
   a = validBf16Args(x, q, s);
   a.ldx = 260;  // 520 bytes: not a multiple of 16
   a.cols = 256;
-  st = detail::checkQuantArgs("groupQuant", a, 16);
+  st = detail::checkQuantArgs("groupQuant", a, 16, 16);
   EXPECT_STREQ(st.argument(), "ldx");
 
   a = validBf16Args(x, q + 4, s);
-  st = detail::checkQuantArgs("groupQuant", a, 16);
-  EXPECT_STREQ(st.argument(), "q") << "8 fp8 bytes per 16-byte bf16 vector: q must be 8-aligned";
+  st = detail::checkQuantArgs("groupQuant", a, 16, 16);
+  EXPECT_STREQ(st.argument(), "q") << "16 fp8 bytes per store: q must be 16-aligned";
 
   a = validBf16Args(x, q, s);
-  a.ldq = 260;
-  st = detail::checkQuantArgs("groupQuant", a, 16);
+  a.ldq = 264;  // a multiple of 8, not of 16
+  st = detail::checkQuantArgs("groupQuant", a, 16, 16);
   EXPECT_STREQ(st.argument(), "ldq");
 
   a = validBf16Args(x, q, reinterpret_cast<std::uint8_t*>(s) + 2);
-  st = detail::checkQuantArgs("groupQuant", a, 16);
+  st = detail::checkQuantArgs("groupQuant", a, 16, 16);
   EXPECT_STREQ(st.argument(), "scale");
 }
 
@@ -68,7 +68,7 @@ TEST_F(QuantArgChecks, EmptyInputSkipsPointerChecks) {
   auto a = validBf16Args(nullptr, nullptr, nullptr);
   a.rows = 0;
   a.scaleRows = 0;
-  EXPECT_TRUE(detail::checkQuantArgs("groupQuant", a, 16).isOk());
+  EXPECT_TRUE(detail::checkQuantArgs("groupQuant", a, 16, 16).isOk());
 }
 
 TEST(Status, MessageNamesFunctionArgumentValueAndLimit) {

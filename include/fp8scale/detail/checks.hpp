@@ -21,6 +21,15 @@ inline bool isAligned(const void* p, int bytes) {
   return (reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes)) == 0;
 }
 
+/// kMisaligned naming `argument` when `p` is not a multiple of `bytes`; the
+/// status value is the pointer's offset past the last aligned address.
+inline Status checkAligned(const char* fn, const char* argument, const void* p, int bytes) {
+  if (bytes <= 1 || isAligned(p, bytes)) return Status::ok();
+  return Status::error(StatusCode::kMisaligned, fn, argument, "pointer is not aligned to the vector width",
+                       static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes)),
+                       bytes);
+}
+
 /// The shape and pointer arguments of a per-group quantization of x[M, K]
 /// (row stride ldx elements of `inputBytes`) into q[M, K] (row stride ldq
 /// bytes) and scales (M, K / groupSize).
@@ -40,9 +49,11 @@ struct QuantArgs {
 
 /// Checks, in this order: group size; shape (M >= 0, K >= 0, K % groupSize);
 /// leading dimensions; the scale view's extents; then, only when M > 0, null
-/// pointers and alignment to `vectorBytes` (pointers and row strides) of the
-/// vector loads and stores the kernel uses. M == 0 is valid input.
-inline Status checkQuantArgs(const char* fn, const QuantArgs& a, int vectorBytes) {
+/// pointers and alignment: the input pointer and row stride to
+/// `inputVectorBytes` (the width of one vector load), the fp8 output pointer
+/// and row stride to `outputVectorBytes` (the width of one fp8 store), the
+/// scale pointer to 4. M == 0 is valid input.
+inline Status checkQuantArgs(const char* fn, const QuantArgs& a, int inputVectorBytes, int outputVectorBytes) {
   if (!isSupportedGroupSize(a.groupSize))
     return Status::error(StatusCode::kUnsupportedGroupSize, fn, "groupSize", "supported group sizes are 32, 64, 128",
                          a.groupSize);
@@ -62,23 +73,16 @@ inline Status checkQuantArgs(const char* fn, const QuantArgs& a, int vectorBytes
   if (a.x == nullptr) return Status::error(StatusCode::kNullPointer, fn, "x", "null input with M > 0");
   if (a.q == nullptr) return Status::error(StatusCode::kNullPointer, fn, "q", "null fp8 output with M > 0");
   if (a.scale == nullptr) return Status::error(StatusCode::kNullPointer, fn, "scale", "null scale output with M > 0");
-  if (vectorBytes > 1) {
-    if (!isAligned(a.x, vectorBytes))
-      return Status::error(StatusCode::kMisaligned, fn, "x", "input pointer not aligned to the vector width",
-                           static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(a.x) % vectorBytes), vectorBytes);
-    if ((a.ldx * a.inputBytes) % vectorBytes != 0)
-      return Status::error(StatusCode::kMisaligned, fn, "ldx", "input row stride in bytes not a multiple of the vector width",
-                           a.ldx, vectorBytes);
-    if (!isAligned(a.q, vectorBytes / a.inputBytes))
-      return Status::error(StatusCode::kMisaligned, fn, "q", "fp8 output pointer not aligned to the vector width",
-                           static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(a.q) % (vectorBytes / a.inputBytes)),
-                           vectorBytes / a.inputBytes);
-    if (a.ldq % (vectorBytes / a.inputBytes) != 0)
-      return Status::error(StatusCode::kMisaligned, fn, "ldq", "fp8 row stride not a multiple of the vector width",
-                           a.ldq, vectorBytes / a.inputBytes);
-  }
-  if (!isAligned(a.scale, 4))
-    return Status::error(StatusCode::kMisaligned, fn, "scale", "scale pointer not 4-byte aligned");
+  if (Status s = checkAligned(fn, "x", a.x, inputVectorBytes); !s) return s;
+  if ((a.ldx * a.inputBytes) % inputVectorBytes != 0)
+    return Status::error(StatusCode::kMisaligned, fn, "ldx",
+                         "input row stride in bytes is not a multiple of the vector load width", a.ldx * a.inputBytes,
+                         inputVectorBytes);
+  if (Status s = checkAligned(fn, "q", a.q, outputVectorBytes); !s) return s;
+  if (a.ldq % outputVectorBytes != 0)
+    return Status::error(StatusCode::kMisaligned, fn, "ldq",
+                         "fp8 row stride is not a multiple of the vector store width", a.ldq, outputVectorBytes);
+  if (Status s = checkAligned(fn, "scale", a.scale, 4); !s) return s;
   return Status::ok();
 }
 

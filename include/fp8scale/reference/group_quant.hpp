@@ -65,7 +65,7 @@ Status groupQuant(const InT* x, index_t M, index_t K, index_t ldx, int groupSize
   a.scaleRows = scale.rows();
   a.scaleCols = scale.cols();
   a.groupSize = groupSize;
-  const Status s = detail::checkQuantArgs("reference::groupQuant", a, /*vectorBytes=*/1);
+  const Status s = detail::checkQuantArgs("reference::groupQuant", a, 1, 1);
   if (!s) return s;
   if (!(fmax > 0.0f)) return Status::error(StatusCode::kInvalidValue, "reference::groupQuant", "fmax", "must be > 0");
   std::vector<float> v(static_cast<std::size_t>(groupSize));

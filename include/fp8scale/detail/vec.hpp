@@ -1,0 +1,84 @@
+// fp8scale: 16-byte vector loads and stores between memory and fp32 registers.
+// Producers move every byte through these, so the access width is decided in
+// one place: one 128-bit transaction per call (LDG.128 / global_load_dwordx4).
+#pragma once
+
+#include <cstdint>
+
+#include "../fp8.hpp"
+#include "../numeric.hpp"
+#include "../platform.hpp"
+
+namespace fp8scale {
+namespace detail {
+
+/// 16 raw bytes, aligned as a 128-bit access.
+struct alignas(16) Bytes16 {
+  std::uint32_t w[4];
+};
+
+/// Elements of `In` in one 16-byte vector: 8 for bf16 / fp16, 4 for fp32.
+template <class In>
+constexpr int kVecElems = 16 / static_cast<int>(sizeof(In));
+
+#if defined(FP8SCALE_HAS_DEVICE)
+
+/// Loads kVecElems<In> inputs from a 16-byte aligned address, widened to fp32.
+template <class In>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadVec(const In* src, float* out) {
+  const Bytes16 b = *reinterpret_cast<const Bytes16*>(src);
+  if constexpr (sizeof(In) == 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = bitCast<float>(b.w[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = toFloat(In{static_cast<std::uint16_t>(b.w[i] & 0xFFFFu)});
+      out[2 * i + 1] = toFloat(In{static_cast<std::uint16_t>(b.w[i] >> 16)});
+    }
+  }
+}
+
+/// Stores kVecElems<In> fp32 values as `In` (round to nearest even) to a
+/// 16-byte aligned address. fp32 and bf16 only (the types producers write).
+template <class In>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeVec(In* dst, const float* v) {
+  Bytes16 b;
+  if constexpr (sizeof(In) == 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) b.w[i] = bitCast<std::uint32_t>(v[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      b.w[i] = std::uint32_t(fromFloat<In>(v[2 * i]).bits) | (std::uint32_t(fromFloat<In>(v[2 * i + 1]).bits) << 16);
+  }
+  *reinterpret_cast<Bytes16*>(dst) = b;
+}
+
+/// Converts kN fp32 values (kN in {4, 8, 16}) to fp8 and stores them with one
+/// aligned store of kN bytes.
+template <class Format, int kN>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeFp8(std::uint8_t* dst, const float* v) {
+  static_assert(kN == 4 || kN == 8 || kN == 16, "fp8 stores are 4, 8 or 16 bytes");
+  std::uint32_t w[kN / 4];
+#pragma unroll
+  for (int i = 0; i < kN / 4; ++i) {
+    const Fp8x2 lo = cvtPack2<Format>(v[4 * i], v[4 * i + 1]);
+    const Fp8x2 hi = cvtPack2<Format>(v[4 * i + 2], v[4 * i + 3]);
+    w[i] = std::uint32_t(lo.bits) | (std::uint32_t(hi.bits) << 16);
+  }
+  if constexpr (kN == 16) {
+    Bytes16 b{{w[0], w[1], w[2], w[3]}};
+    *reinterpret_cast<Bytes16*>(dst) = b;
+  } else if constexpr (kN == 8) {
+    struct alignas(8) Bytes8 { std::uint32_t w[2]; };
+    *reinterpret_cast<Bytes8*>(dst) = Bytes8{{w[0], w[1]}};
+  } else {
+    *reinterpret_cast<std::uint32_t*>(dst) = w[0];
+  }
+}
+
+#endif  // FP8SCALE_HAS_DEVICE
+
+}  // namespace detail
+}  // namespace fp8scale

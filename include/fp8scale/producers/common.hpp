@@ -1,0 +1,102 @@
+// fp8scale: what every producer shares: options, the compile-time dispatch of
+// runtime choices, and the device step that turns one group's fp32 values
+// into fp8 bytes and a scale written through the view.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../detail/checks.hpp"
+#include "../detail/reduce.hpp"
+#include "../detail/vec.hpp"
+#include "../fp8.hpp"
+#include "../platform.hpp"
+#include "../scale_math.hpp"
+#include "../scale_view.hpp"
+#include "../status.hpp"
+
+namespace fp8scale {
+
+/// Per-call quantization options shared by every producer.
+struct QuantOptions {
+  /// fp32 (s = amax / fmax) or UE8M0 (s rounded up to a power of two).
+  ScaleRule rule = ScaleRule::kFp32;
+  /// Columns per scale: 32, 64 or 128 (the DeepSeek-V3 1x128 hot path).
+  int groupSize = 128;
+  /// Largest magnitude after scaling; 0 selects the format's max (448 for
+  /// e4m3fn, 240 for e4m3fnuz). Some engines pass 224 on e4m3fnuz.
+  float fmax = 0.0f;
+  /// Floor on amax, so an all-zero group gets a finite scale.
+  float eps = kDefaultAmaxEps;
+};
+
+/// The scale layout a TRANSPOSE_SCALE flag selects.
+template <bool TRANSPOSE_SCALE>
+using ScaleLayoutFor = std::conditional_t<TRANSPOSE_SCALE, ColMajor, RowMajor>;
+
+namespace detail {
+
+template <class Format>
+inline Status checkQuantOptions(const char* fn, const QuantOptions& o, float& fmax) {
+  fmax = o.fmax == 0.0f ? Format::kMax : o.fmax;
+  if (!(fmax > 0.0f) || fmax > Format::kMax)
+    return Status::error(StatusCode::kInvalidValue, fn, "fmax", "must be in (0, format max]",
+                         static_cast<std::int64_t>(o.fmax), static_cast<std::int64_t>(Format::kMax));
+  if (!(o.eps > 0.0f)) return Status::error(StatusCode::kInvalidValue, fn, "eps", "must be > 0");
+  if (o.rule != ScaleRule::kFp32 && o.rule != ScaleRule::kUE8M0)
+    return Status::error(StatusCode::kInvalidValue, fn, "rule", "unknown scale rule", static_cast<int>(o.rule));
+  return Status::ok();
+}
+
+/// Calls f(Rule{}, std::integral_constant<int, kGroup>{}) for the runtime
+/// rule and group size (both already validated).
+template <class F>
+inline Status dispatchRuleAndGroup(ScaleRule rule, int groupSize, F&& f) {
+  auto byGroup = [&](auto ruleTag) {
+    switch (groupSize) {
+      case 32: return f(ruleTag, std::integral_constant<int, 32>{});
+      case 64: return f(ruleTag, std::integral_constant<int, 64>{});
+      default: return f(ruleTag, std::integral_constant<int, 128>{});
+    }
+  };
+  return rule == ScaleRule::kUE8M0 ? byGroup(ScaleUE8M0{}) : byGroup(ScaleFp32{});
+}
+
+#if defined(FP8SCALE_HAS_DEVICE)
+
+/// One group's slice in this thread: reduces amax over the kLanes lanes that
+/// hold the group, scales, converts and stores the kN values at `dst` (kN
+/// bytes, aligned). Returns the group's scale (every lane gets it).
+template <class Format, class Rule, int kLanes, int kN>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float quantizeGroupSlice(float (&v)[kN], std::uint8_t* dst, float fmax,
+                                                               float eps) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kN; ++i) amax = amaxStep(amax, v[i]);
+  amax = groupAllMax<kLanes>(amax);
+  const float s = scaleFromAmax<Rule>(amax, fmax, eps);
+  const float inv = inverseScale(s);
+#pragma unroll
+  for (int i = 0; i < kN; ++i) v[i] = v[i] * inv;
+  storeFp8<Format, kN>(dst, v);
+  return s;
+}
+
+/// Writes scale (m, g) through the view. A column-major view's padding slots
+/// [M, ld) of column g are written 0 by the thread that owns row M - 1, so no
+/// slot is ever left to the allocator.
+template <class Layout>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layout>& scale, index_t m, index_t g,
+                                                     float s) {
+  scale(m, g) = s;
+  if constexpr (Layout::kColumnMajor) {
+    if (m == scale.rows() - 1) {
+      for (index_t p = scale.rows(); p < scale.ld(); ++p) scale.data()[g * scale.ld() + p] = 0.0f;
+    }
+  }
+}
+
+#endif  // FP8SCALE_HAS_DEVICE
+
+}  // namespace detail
+}  // namespace fp8scale

@@ -1,0 +1,217 @@
+// fp8scale: (residual add) + RMSNorm + per-group fp8 quantization, with a
+// compile-time TRANSPOSE_SCALE (the attention / MoE input site).
+//
+// For each row m of x[M, K]:
+//   h = x + residual (fp32; without a residual h = x); residual = round(h)
+//   (in place, the input type);
+//   y = h * rsqrt(mean(h^2) + normEps) * weight   (fp32, h not re-rounded)
+//   q, scale = group quant of y (fp32, never rounded to bf16 first);
+//   optionally normOut = round(y) (the "emit_bf16" output).
+// shared/DESIGN.md "Fused semantics". One block per row; each thread keeps its
+// slice of h in registers between the norm's reduction and the quantization.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "common.hpp"
+
+namespace fp8scale {
+
+/// The input of RMSNorm quant. `residual` (nullable) is read and overwritten
+/// with round(x + residual); `normOut` (nullable) receives round(y).
+template <class In>
+struct RmsNormQuantInput {
+  const In* x = nullptr;
+  index_t rows = 0;  ///< M
+  index_t cols = 0;  ///< K
+  index_t ldx = 0;
+  In* residual = nullptr;  ///< [M, K], row stride ldResidual; in/out
+  index_t ldResidual = 0;
+  const In* weight = nullptr;  ///< [K]
+  float normEps = 1e-6f;
+  In* normOut = nullptr;  ///< [M, K], row stride ldNormOut; optional output
+  index_t ldNormOut = 0;
+};
+
+/// Tuning: one block per row, each thread holding up to kMaxVecs 16-byte
+/// vectors of the row in registers. Rows up to kSmallThreads * kSmallVecs
+/// vectors (7168 and 8192 bf16 columns) run 256-thread blocks of 4 vectors a
+/// thread (66 registers on sm_90: three blocks per SM; capping at 64 for a
+/// fourth spills); longer rows up to kMaxCols
+/// run 512 threads of 8 vectors.
+template <class In>
+struct RmsNormPolicy {
+  static constexpr int kSmallThreads = 256;
+  static constexpr int kSmallVecs = 4;
+  static constexpr int kLargeThreads = 512;
+  static constexpr int kLargeVecs = 8;
+  static constexpr index_t kMaxCols = static_cast<index_t>(kLargeThreads) * kLargeVecs * detail::kVecElems<In>;
+};
+
+namespace detail {
+
+#if defined(FP8SCALE_HAS_DEVICE)
+
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRow(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q,
+                                                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
+                                                          float fmax, float eps) {
+  constexpr int kVE = kVecElems<In>;
+  constexpr int kLanes = kGroup / kVE;  // threads per group in one pass
+  const index_t m = blockIdx.x;
+  const int vecs = static_cast<int>(in.cols / kVE);
+  const int t = static_cast<int>(threadIdx.x);
+
+  // Load (+ residual), keep h, accumulate sum of squares. The weight is
+  // fetched now too, as raw bytes (4 registers a vector), so that its latency
+  // hides behind the reduction instead of following it.
+  float h[kMaxVecs][kVE];
+  Bytes16 wRaw[kMaxVecs];
+  float sumSq = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxVecs; ++i) {
+    const int v = i * kThreads + t;
+    if (v < vecs) {
+      wRaw[i] = *reinterpret_cast<const Bytes16*>(in.weight + v * kVE);  // weight(v)
+      loadVec(in.x + m * in.ldx + v * kVE, h[i]);                        // x(m, v)
+      if (in.residual != nullptr) {
+        In* r = in.residual + m * in.ldResidual + v * kVE;  // residual(m, v)
+        float rv[kVE];
+        loadVec(r, rv);
+#pragma unroll
+        for (int j = 0; j < kVE; ++j) h[i][j] += rv[j];
+        storeVec(r, h[i]);
+      }
+#pragma unroll
+      for (int j = 0; j < kVE; ++j) sumSq += h[i][j] * h[i][j];
+    }
+  }
+
+  // Reduce
+  const float total = blockSum<kThreads>(sumSq);
+  const float inv = rsqrtf(total / static_cast<float>(in.cols) + in.normEps);
+
+  // Normalize, quantize, store
+#pragma unroll
+  for (int i = 0; i < kMaxVecs; ++i) {
+    const int v = i * kThreads + t;
+    if (v < vecs) {  // uniform over a group's kLanes lanes: vecs is a multiple of kLanes
+      float w[kVE];
+      loadVec(reinterpret_cast<const In*>(&wRaw[i]), w);
+#pragma unroll
+      for (int j = 0; j < kVE; ++j) h[i][j] = h[i][j] * inv * w[j];
+      if (in.normOut != nullptr) storeVec(in.normOut + m * in.ldNormOut + v * kVE, h[i]);
+      const float s = quantizeGroupSlice<Format, Rule, kLanes, kVE>(h[i], &q(m, static_cast<index_t>(v) * kVE), fmax,
+                                                                    eps);
+      if (t % kLanes == 0) storeScale(scale, m, static_cast<index_t>(v) * kVE / kGroup, s);  // (M, G)
+    }
+  }
+}
+
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
+FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
+    rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
+                       ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps) {
+  rmsNormQuantRow<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(in, q, scale, fmax, eps);
+}
+
+#endif  // FP8SCALE_HAS_DEVICE
+
+template <class Format, class In, class Layout>
+Status checkRmsNormQuant(const char* fn, const RmsNormQuantInput<In>& in, const Fp8Matrix<Format>& q,
+                         const ScaleView<float, Layout>& scale, const QuantOptions& opt, float& fmax) {
+  if (Status s = checkQuantOptions<Format>(fn, opt, fmax); !s) return s;
+  if (in.cols > RmsNormPolicy<In>::kMaxCols)
+    return Status::error(StatusCode::kInvalidShape, fn, "K", "row too long for one block", in.cols,
+                         RmsNormPolicy<In>::kMaxCols);
+  if (!(in.normEps >= 0.0f)) return Status::error(StatusCode::kInvalidValue, fn, "normEps", "must be >= 0");
+  if (q.rows != in.rows || q.cols != in.cols)
+    return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from the input's", q.cols,
+                         in.cols);
+  QuantArgs a;
+  a.x = in.x;
+  a.rows = in.rows;
+  a.cols = in.cols;
+  a.ldx = in.ldx;
+  a.inputBytes = static_cast<int>(sizeof(In));
+  a.q = q.data;
+  a.ldq = q.ld;
+  a.scale = scale.data();
+  a.scaleRows = scale.rows();
+  a.scaleCols = scale.cols();
+  a.groupSize = opt.groupSize;
+  if (Status s = checkQuantArgs(fn, a, 16, kVecElems<In>); !s) return s;
+  if (in.rows == 0 || in.cols == 0) return Status::ok();
+  if (in.weight == nullptr) return Status::error(StatusCode::kNullPointer, fn, "weight", "null weight with M > 0");
+  if (Status s = checkAligned(fn, "weight", in.weight, 16); !s) return s;
+  const index_t inBytes = static_cast<index_t>(sizeof(In));
+  if (in.residual != nullptr) {
+    if (in.ldResidual < in.cols)
+      return Status::error(StatusCode::kLdTooSmall, fn, "ldResidual", "row stride is smaller than K", in.ldResidual,
+                           in.cols);
+    if (Status s = checkAligned(fn, "residual", in.residual, 16); !s) return s;
+    if ((in.ldResidual * inBytes) % 16 != 0)
+      return Status::error(StatusCode::kMisaligned, fn, "ldResidual", "row stride in bytes is not a multiple of 16",
+                           in.ldResidual, 16);
+  }
+  if (in.normOut != nullptr) {
+    if (in.ldNormOut < in.cols)
+      return Status::error(StatusCode::kLdTooSmall, fn, "ldNormOut", "row stride is smaller than K", in.ldNormOut,
+                           in.cols);
+    if (Status s = checkAligned(fn, "normOut", in.normOut, 16); !s) return s;
+    if ((in.ldNormOut * inBytes) % 16 != 0)
+      return Status::error(StatusCode::kMisaligned, fn, "ldNormOut", "row stride in bytes is not a multiple of 16",
+                           in.ldNormOut, 16);
+  }
+  return Status::ok();
+}
+
+}  // namespace detail
+
+#if defined(FP8SCALE_HAS_DEVICE)
+
+/// RMSNorm quant on `stream`: q[M, K], scales (M, K / groupSize) in `Layout`
+/// (RowMajor: TRANSPOSE_SCALE false; ColMajor: true, padding zeroed),
+/// residual updated in place, normOut written when given.
+/// Alignment: x, residual, weight, normOut and their row strides 16 bytes;
+/// q and q.ld to one vector of fp8 (8 bytes for 16-bit inputs, 4 for fp32).
+/// Errors as groupQuant(), plus kInvalidShape ('K' above RmsNormPolicy::kMaxCols),
+/// kNullPointer ('weight'), kLdTooSmall / kMisaligned for residual and normOut.
+template <class Format, class Layout, class In>
+Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q,
+                                                     ScaleView<float, Layout> scale, const QuantOptions& opt,
+                                                     Stream stream) {
+  static_assert(std::is_same<Layout, RowMajor>::value || std::is_same<Layout, ColMajor>::value,
+                "producers write RowMajor or ColMajor scales");
+  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
+  using Policy = RmsNormPolicy<In>;
+  float fmax = 0.0f;
+  if (Status s = detail::checkRmsNormQuant("rmsNormQuant", in, q, scale, opt, fmax); !s) return s;
+  QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
+  if (in.rows == 0 || in.cols == 0) return out;
+  if (in.rows > 2147483647)
+    return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
+  const index_t vecs = in.cols / detail::kVecElems<In>;
+  const bool small = vecs <= static_cast<index_t>(Policy::kSmallThreads) * Policy::kSmallVecs;
+  const Status launched = detail::dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
+    using Rule = decltype(rule);
+    constexpr int kGroup = decltype(group)::value;
+    const DeviceError e =
+        small ? launchKernel(detail::rmsNormQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, Policy::kSmallThreads,
+                                                        Policy::kSmallVecs>,
+                             dim3(static_cast<unsigned>(in.rows)), dim3(Policy::kSmallThreads), 0, stream, in, q,
+                             scale, fmax, opt.eps)
+              : launchKernel(detail::rmsNormQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, Policy::kLargeThreads,
+                                                        Policy::kLargeVecs>,
+                             dim3(static_cast<unsigned>(in.rows)), dim3(Policy::kLargeThreads), 0, stream, in, q,
+                             scale, fmax, opt.eps);
+    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
+  });
+  if (!launched) return launched;
+  return out;
+}
+
+#endif  // FP8SCALE_HAS_DEVICE
+
+}  // namespace fp8scale

@@ -1,0 +1,152 @@
+// fp8scale: clamp + SiLU(gate) * up + per-group fp8 quantization, with a
+// compile-time TRANSPOSE_SCALE (the MoE down-projection input site).
+//
+// x[M, 2I] = [gate | up]. With limit > 0: gate = min(gate, limit),
+// up = clamp(up, -limit, limit) (the swiglu_limit of gpt-oss style MoE); with
+// limit <= 0 no clamp. a = silu(gate) * up = gate / (1 + exp(-gate)) * up in
+// fp32, quantized without rounding to bf16 first, into q[M, I] and scales
+// (M, I / groupSize) through the view. Same tiled body as group quant.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "group_quant.hpp"
+
+namespace fp8scale {
+
+/// The input of SiLU-clamp quant: gate(m, i) = x[m * ldx + i], up(m, i) =
+/// x[m * ldx + I + i], i < I.
+template <class In>
+struct SiluClampInput {
+  const In* x = nullptr;
+  index_t rows = 0;          ///< M
+  index_t intermediate = 0;  ///< I (output columns)
+  index_t ldx = 0;           ///< row stride of x, >= 2 I
+  float limit = 0.0f;        ///< swiglu_limit; <= 0 disables the clamp
+};
+
+/// silu(min(gate, limit)) * clamp(up, -limit, limit) in fp32 (no clamp for
+/// limit <= 0). The host reference and the device kernel both call it.
+FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE float siluClamp(float gate, float up, float limit) {
+#if FP8SCALE_DEVICE_PASS
+  if (limit > 0.0f) {
+    gate = fminf(gate, limit);
+    up = fminf(fmaxf(up, -limit), limit);
+  }
+  return gate / (1.0f + expf(-gate)) * up;
+#else
+  if (limit > 0.0f) {
+    gate = std::fmin(gate, limit);
+    up = std::fmin(std::fmax(up, -limit), limit);
+  }
+  return gate / (1.0f + std::exp(-gate)) * up;
+#endif
+}
+
+namespace detail {
+
+#if defined(FP8SCALE_HAS_DEVICE)
+
+template <class In>
+struct SiluClampLoad {
+  SiluClampInput<In> in;
+  template <int kElems>
+  FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void operator()(index_t m, index_t k, float (&v)[kElems]) const {
+    const In* gate = in.x + m * in.ldx + k;  // x(m, k)
+    const In* up = gate + in.intermediate;   // x(m, I + k)
+    float u[kElems];
+#pragma unroll
+    for (int i = 0; i < kElems; i += kVecElems<In>) {
+      loadVec(gate + i, v + i);
+      loadVec(up + i, u + i);
+    }
+#pragma unroll
+    for (int i = 0; i < kElems; ++i) v[i] = siluClamp(v[i], u[i], in.limit);
+  }
+};
+
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE>
+FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
+    siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
+                         ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
+                         int tileRows, int tileGroups, index_t groupTiles) {
+  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems>(
+      SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q, scale, fmax, eps, tileRows, tileGroups,
+      groupTiles);
+}
+
+#endif  // FP8SCALE_HAS_DEVICE
+
+template <class Format, class In, class Layout>
+Status checkSiluClampQuant(const char* fn, const SiluClampInput<In>& in, const Fp8Matrix<Format>& q,
+                           const ScaleView<float, Layout>& scale, const QuantOptions& opt, float& fmax) {
+  if (Status s = checkQuantOptions<Format>(fn, opt, fmax); !s) return s;
+  if (in.intermediate < 0)
+    return Status::error(StatusCode::kInvalidShape, fn, "intermediate", "extent is negative", in.intermediate);
+  if (in.ldx < 2 * in.intermediate)
+    return Status::error(StatusCode::kLdTooSmall, fn, "ldx", "row stride is smaller than 2 * I", in.ldx,
+                         2 * in.intermediate);
+  if (!(in.limit == in.limit)) return Status::error(StatusCode::kInvalidValue, fn, "limit", "is NaN");
+  if (q.rows != in.rows || q.cols != in.intermediate)
+    return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from (M, I)", q.cols,
+                         in.intermediate);
+  QuantArgs a;
+  a.x = in.x;
+  a.rows = in.rows;
+  a.cols = in.intermediate;
+  a.ldx = in.ldx;
+  a.inputBytes = static_cast<int>(sizeof(In));
+  a.q = q.data;
+  a.ldq = q.ld;
+  a.scale = scale.data();
+  a.scaleRows = scale.rows();
+  a.scaleCols = scale.cols();
+  a.groupSize = opt.groupSize;
+  // The up half starts I elements in; I is a multiple of the group size (>= 32),
+  // so it is as aligned as the gate half.
+  return checkQuantArgs(fn, a, 16, GroupTilePolicy<In>::kElems);
+}
+
+}  // namespace detail
+
+#if defined(FP8SCALE_HAS_DEVICE)
+
+/// SiLU-clamp quant on `stream`: q[M, I] and scales (M, I / groupSize) in
+/// `Layout` (RowMajor: TRANSPOSE_SCALE false; ColMajor: true, padding zeroed).
+/// Alignment and errors as groupQuant(), plus kLdTooSmall ('ldx' < 2 I) and
+/// kInvalidValue ('limit' NaN). M == 0 launches nothing.
+template <class Format, class Layout, class In>
+Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q,
+                                                       ScaleView<float, Layout> scale, const QuantOptions& opt,
+                                                       Stream stream) {
+  static_assert(std::is_same<Layout, RowMajor>::value || std::is_same<Layout, ColMajor>::value,
+                "producers write RowMajor or ColMajor scales");
+  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
+  float fmax = 0.0f;
+  if (Status s = detail::checkSiluClampQuant("siluClampQuant", in, q, scale, opt, fmax); !s) return s;
+  QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
+  const index_t groups = in.intermediate / opt.groupSize;
+  if (in.rows == 0 || groups == 0) return out;
+  dim3 grid;
+  int tileRows = 0, tileGroups = 0;
+  index_t groupTiles = 0;
+  if (Status s = detail::groupTileGrid<In, TRANSPOSE_SCALE>("siluClampQuant", in.rows, groups, opt.groupSize, grid,
+                                                            tileRows, tileGroups, groupTiles);
+      !s)
+    return s;
+  const Status launched = detail::dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
+    using Rule = decltype(rule);
+    constexpr int kGroup = decltype(group)::value;
+    const DeviceError e = launchKernel(detail::siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE>, grid,
+                                       dim3(GroupTilePolicy<In>::kThreads), 0, stream, in, q, scale, fmax, opt.eps,
+                                       tileRows, tileGroups, groupTiles);
+    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("siluClampQuant", e);
+  });
+  if (!launched) return launched;
+  return out;
+}
+
+#endif  // FP8SCALE_HAS_DEVICE
+
+}  // namespace fp8scale

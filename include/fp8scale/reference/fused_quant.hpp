@@ -1,0 +1,83 @@
+// fp8scale: host references of the fused producers, on the same per-group
+// step as reference::groupQuant. Device results may differ from these by one
+// fp8 step on a small fraction of elements (exp, rsqrt and the order of the
+// sum of squares differ between host and device); the specification is
+// shared/DESIGN.md "Fused semantics".
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "../producers/rmsnorm_quant.hpp"
+#include "../producers/silu_clamp_quant.hpp"
+#include "group_quant.hpp"
+
+namespace fp8scale {
+namespace reference {
+
+/// SiLU-clamp quant of `in` into q[M, I] and scale (M, I / groupSize).
+template <class Format, class Rule, class In, class Layout>
+Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+                      int groupSize, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
+  QuantOptions opt;
+  opt.groupSize = groupSize;
+  opt.fmax = fmax;
+  opt.eps = eps;
+  float checkedFmax = 0.0f;
+  if (Status s = detail::checkSiluClampQuant("reference::siluClampQuant", in, q, scale, opt, checkedFmax); !s)
+    return s;
+  std::vector<float> a(static_cast<std::size_t>(in.intermediate));
+  for (index_t m = 0; m < in.rows; ++m) {
+    const In* row = in.x + m * in.ldx;
+    for (index_t i = 0; i < in.intermediate; ++i)
+      a[i] = siluClamp(toFloat(row[i]), toFloat(row[in.intermediate + i]), in.limit);
+    for (index_t g = 0; g < in.intermediate / groupSize; ++g)
+      scale(m, g) = quantizeGroup<Format, Rule>(a.data() + g * groupSize, groupSize, &q(m, g * groupSize),
+                                                checkedFmax, eps);
+  }
+  zeroScalePadding(scale);
+  return Status::ok();
+}
+
+/// RMSNorm quant of `in` (residual updated in place, normOut written when
+/// given) into q[M, K] and scale (M, K / groupSize). The sum of squares and
+/// the rsqrt are taken in double, so the reference sits closer to the exact
+/// value than any fp32 summation order.
+template <class Format, class Rule, class In, class Layout>
+Status rmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+                    int groupSize, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
+  QuantOptions opt;
+  opt.groupSize = groupSize;
+  opt.fmax = fmax;
+  opt.eps = eps;
+  float checkedFmax = 0.0f;
+  if (Status s = detail::checkRmsNormQuant("reference::rmsNormQuant", in, q, scale, opt, checkedFmax); !s) return s;
+  std::vector<float> h(static_cast<std::size_t>(in.cols));
+  for (index_t m = 0; m < in.rows; ++m) {
+    double sumSq = 0.0;
+    for (index_t k = 0; k < in.cols; ++k) {
+      float v = toFloat(in.x[m * in.ldx + k]);
+      if (in.residual != nullptr) {
+        In& r = in.residual[m * in.ldResidual + k];
+        v += toFloat(r);
+        r = fromFloat<In>(v);
+      }
+      h[k] = v;
+      sumSq += static_cast<double>(v) * v;
+    }
+    const float inv = static_cast<float>(1.0 / std::sqrt(sumSq / static_cast<double>(in.cols) + in.normEps));
+    for (index_t k = 0; k < in.cols; ++k) {
+      h[k] = h[k] * inv * toFloat(in.weight[k]);
+      if (in.normOut != nullptr) in.normOut[m * in.ldNormOut + k] = fromFloat<In>(h[k]);
+    }
+    for (index_t g = 0; g < in.cols / groupSize; ++g)
+      scale(m, g) = quantizeGroup<Format, Rule>(h.data() + g * groupSize, groupSize, &q(m, g * groupSize),
+                                                checkedFmax, eps);
+  }
+  zeroScalePadding(scale);
+  return Status::ok();
+}
+
+}  // namespace reference
+}  // namespace fp8scale
