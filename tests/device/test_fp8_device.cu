@@ -25,7 +25,7 @@ __global__ void convertWithLibrary(const float* in, std::uint8_t* out, int n) {
 std::vector<GoldenRecord> loadAllGolden() {
   std::vector<GoldenRecord> all, part;
   for (const char* name : {kGoldenBf16File, kGoldenFp32File}) {
-    EXPECT_TRUE(readGolden(goldenPath(FP8SCALE_TEST_DATA_DIR, name), part)) << "missing golden file " << name;
+    EXPECT_TRUE(readGolden(goldenPath(dataDir(), name), part)) << "missing golden file " << name;
     all.insert(all.end(), part.begin(), part.end());
   }
   return all;

@@ -1,0 +1,207 @@
+// Shared pieces of the producer device tests: the type combinations, input
+// generators with the awkward values the issue lists, poisoned buffers, and
+// the comparisons (bitwise, and "within one fp8 step" for fused producers).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "device_test_util.cuh"
+#include "fp8scale/fp8scale.hpp"
+
+namespace fp8scale::test {
+
+/// One (input type, fp8 format, scale rule) combination of a typed suite.
+template <class In_, class Format_, class Rule_>
+struct Combo {
+  using In = In_;
+  using Format = Format_;
+  using Rule = Rule_;
+  static constexpr ScaleRule kRule = std::is_same<Rule_, ScaleUE8M0>::value ? ScaleRule::kUE8M0 : ScaleRule::kFp32;
+};
+
+using AllCombos = ::testing::Types<
+    Combo<BFloat16, E4M3FN, ScaleFp32>, Combo<BFloat16, E4M3FN, ScaleUE8M0>, Combo<BFloat16, E4M3FNUZ, ScaleFp32>,
+    Combo<BFloat16, E4M3FNUZ, ScaleUE8M0>, Combo<Float16, E4M3FN, ScaleFp32>, Combo<Float16, E4M3FN, ScaleUE8M0>,
+    Combo<Float16, E4M3FNUZ, ScaleFp32>, Combo<Float16, E4M3FNUZ, ScaleUE8M0>, Combo<float, E4M3FN, ScaleFp32>,
+    Combo<float, E4M3FN, ScaleUE8M0>, Combo<float, E4M3FNUZ, ScaleFp32>, Combo<float, E4M3FNUZ, ScaleUE8M0>>;
+
+template <class In>
+const char* inputName() {
+  if constexpr (std::is_same<In, float>::value) return "fp32";
+  else return In::kName;
+}
+
+struct ComboNames {
+  template <class C>
+  static std::string GetName(int) {
+    return std::string(inputName<typename C::In>()) + "_" + C::Format::kName + "_" + C::Rule::kName;
+  }
+};
+
+
+const std::vector<index_t> kContractRows = {0, 1, 2, 3, 4, 5, 8, 16, 17, 33, 129, 1000};
+
+template <class In>
+In fromF(float v) {
+  return fromFloat<In>(v);
+}
+
+/// Activation-like values: N(0, 1) with a few outlier channels 100-1000x
+/// larger, then the awkward values of the issue planted at fixed places:
+/// row 0 group 0 all zero; row 1 entirely zero; NaN and +-inf in row 2;
+/// row 3 group 0 at exact saturation (a power-of-two multiple of fmax), and
+/// fp32/bf16 subnormals in row 4. Rows past those are plain activations.
+template <class In>
+std::vector<In> makeActivations(index_t M, index_t cols, index_t ld, unsigned seed, float fmax) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<In> x(static_cast<std::size_t>(M * ld), fromF<In>(0.0f));
+  const index_t outliers[] = {7 % cols, (cols / 3) | 1, cols - 5};
+  for (index_t m = 0; m < M; ++m)
+    for (index_t k = 0; k < cols; ++k) {
+      float v = normal(rng);
+      for (index_t o : outliers)
+        if (k == o) v *= 100.0f + 900.0f * static_cast<float>(m % 7) / 6.0f;
+      x[m * ld + k] = fromF<In>(v);
+    }
+  const float inf = std::numeric_limits<float>::infinity();
+  if (M > 0)
+    for (index_t k = 0; k < std::min<index_t>(cols, 128); ++k) x[k] = fromF<In>(0.0f);
+  if (M > 1)
+    for (index_t k = 0; k < cols; ++k) x[ld + k] = fromF<In>(0.0f);
+  if (M > 2 && cols >= 256) {
+    x[2 * ld + 3] = fromF<In>(std::numeric_limits<float>::quiet_NaN());
+    x[2 * ld + 130] = fromF<In>(inf);
+    x[2 * ld + 200] = fromF<In>(-inf);
+  }
+  if (M > 3) {
+    for (index_t k = 0; k < std::min<index_t>(cols, 32); ++k)
+      x[3 * ld + k] = fromF<In>((k % 2 ? -1.0f : 1.0f) * fmax * 0.25f * static_cast<float>(k % 5));
+    x[3 * ld + 1] = fromF<In>(-fmax * 4.0f);  // exactly 4 fmax: lands on fmax after scaling
+  }
+  if (M > 4)
+    for (index_t k = 0; k < std::min<index_t>(cols, 64); ++k)
+      x[4 * ld + k] = fromF<In>(std::ldexp(1.0f, -130 + static_cast<int>(k % 8)) * (k % 2 ? -1.0f : 1.0f));
+  return x;
+}
+
+/// Device buffer filled with garbage before every producer call.
+constexpr unsigned char kGarbage = 0xAB;
+
+/// Bitwise equality of two float vectors (NaN == NaN when the bits match).
+inline std::size_t countBitDiffs(const std::vector<float>& a, const std::vector<float>& b) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], 4) != 0;
+  return n;
+}
+
+/// Position of an fp8 code on the number line as an integer, so that
+/// neighbouring values differ by 1 (sign-magnitude -> ordered).
+template <class Format>
+int fp8Ordinal(std::uint8_t b) {
+  const int mag = b & 0x7F;
+  return (b & 0x80) ? -mag : mag;
+}
+
+/// Compares fused-producer output with the host reference: every element
+/// within one fp8 step, NaN where the reference has NaN. Returns the number of
+/// elements that differ at all.
+template <class Format>
+std::size_t countFp8StepDiffs(const std::vector<std::uint8_t>& dev, const std::vector<std::uint8_t>& ref,
+                              std::size_t& beyondOneStep) {
+  std::size_t diff = 0;
+  beyondOneStep = 0;
+  for (std::size_t i = 0; i < dev.size(); ++i) {
+    if (dev[i] == ref[i]) continue;
+    ++diff;
+    const bool devNaN = std::isnan(decode<Format>(dev[i]));
+    const bool refNaN = std::isnan(decode<Format>(ref[i]));
+    if (devNaN || refNaN || std::abs(fp8Ordinal<Format>(dev[i]) - fp8Ordinal<Format>(ref[i])) > 1) ++beyondOneStep;
+  }
+  return diff;
+}
+
+/// What one contract run leaves on the host: the row-major run's fp8 data and
+/// scales (for the reference comparison).
+struct ContractOutput {
+  std::vector<std::uint8_t> q;
+  std::vector<float> rowMajorScale;
+};
+
+/// The library's core contract for one shape: the producer with
+/// TRANSPOSE_SCALE = true, read through its zero-copy view, gives the same fp8
+/// bytes and the same scale values (padding included) as TRANSPOSE_SCALE =
+/// false followed by materialize. `launch(q, scaleView)` runs the producer
+/// with the layout of the view it is given. All outputs start as garbage.
+template <class Format, class Launch>
+ContractOutput checkTransposeContract(index_t M, index_t K, int groupSize, index_t ld, const Launch& launch) {
+  const index_t G = K / groupSize;
+  ContractOutput out;
+  DeviceBuffer<std::uint8_t> qRow(M * K + 16), qCol(M * K + 16);
+  DeviceBuffer<float> sRow(M * G + 1), sCol(G * ld + 1), sMat(G * ld + 1);
+  qRow.poison(kGarbage);
+  qCol.poison(kGarbage);
+  sRow.poison(kGarbage);
+  sCol.poison(kGarbage);
+  sMat.poison(kGarbage);
+
+  auto row = launch(Fp8Matrix<Format>{qRow.get(), M, K, K}, rowMajorView(sRow.get(), M, G).value());
+  auto col = launch(Fp8Matrix<Format>{qCol.get(), M, K, K}, colMajorView(sCol.get(), M, G, ld).value());
+  EXPECT_TRUE(row.isOk()) << row.status().message();
+  EXPECT_TRUE(col.isOk()) << col.status().message();
+  if (!row.isOk() || !col.isOk()) return out;
+  // The producer's own buffer, read through strides (1, ld): no copy.
+  EXPECT_EQ(col.value().scale.data(), sCol.get());
+  EXPECT_EQ(col.value().scale.stride(0), 1);
+  EXPECT_EQ(col.value().scale.stride(1), ld);
+  EXPECT_EQ(col.value().data.data, qCol.get());
+  auto mat = materialize(row.value().scale, sMat.get(), ld, nullptr);
+  EXPECT_TRUE(mat.isOk()) << mat.status().message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  out.q = qRow.download();
+  out.q.resize(M * K);
+  std::vector<std::uint8_t> q2 = qCol.download();
+  q2.resize(M * K);
+  std::size_t qDiffs = 0;
+  for (std::size_t i = 0; i < q2.size(); ++i) qDiffs += q2[i] != out.q[i];
+  EXPECT_EQ(qDiffs, 0u) << "fp8 data differs between TRANSPOSE_SCALE true and false";
+  out.rowMajorScale = sRow.download();
+  out.rowMajorScale.resize(M * G);
+
+  // Materialized (or aliased, when materialize was a no-op) [G][ld] bytes.
+  std::vector<float> materialized = mat.value().data() == sRow.get() ? sRow.download() : sMat.download();
+  materialized.resize(G * ld);
+  std::vector<float> transposed = sCol.download();
+  const float tail = transposed.back();
+  transposed.resize(G * ld);
+  std::size_t scaleDiffs = 0, paddingDiffs = 0;
+  for (index_t g = 0; g < G; ++g)
+    for (index_t m = 0; m < ld; ++m) {
+      const float t = transposed[g * ld + m], w = materialized[g * ld + m];
+      if (std::memcmp(&t, &w, 4) != 0 && scaleDiffs++ < 3)
+        ADD_FAILURE() << "scale (" << m << ", " << g << "): transposed emit " << t << ", materialized " << w;
+      if (m >= M && t != 0.0f && paddingDiffs++ < 3)
+        ADD_FAILURE() << "padding slot (" << m << ", " << g << ") holds " << t << ", not 0";
+    }
+  EXPECT_EQ(scaleDiffs, 0u) << "scales differ from row-major + materialize";
+  EXPECT_EQ(paddingDiffs, 0u) << "padding slots not zeroed";
+  unsigned char tailByte;
+  std::memcpy(&tailByte, &tail, 1);
+  EXPECT_EQ(tailByte, kGarbage) << "the producer wrote past G * ld";
+  return out;
+}
+
+/// ld of the column-major run: exactly M for even M, align(M, 4) for odd M,
+/// so both consumer conventions are covered across the M list.
+inline index_t contractLd(index_t M) { return M % 2 ? alignUp(M, 4) : M; }
+
+}  // namespace fp8scale::test

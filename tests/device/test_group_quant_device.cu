@@ -1,0 +1,166 @@
+// Group quant on the GPU: the TRANSPOSE_SCALE contract, bit-exactness against
+// the host reference, head-major input, argument errors and > 2^31 elements.
+#include <gtest/gtest.h>
+
+#include "producer_harness.cuh"
+
+namespace fp8scale::test {
+namespace {
+
+template <class C>
+class GroupQuantDevice : public DeviceTest {};
+TYPED_TEST_SUITE(GroupQuantDevice, AllCombos, ComboNames);
+
+template <class C>
+void runGroupQuantCase(index_t M, index_t K, int groupSize, unsigned seed) {
+  using In = typename C::In;
+  using Format = typename C::Format;
+  SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " group=" << groupSize);
+  const auto x = makeActivations<In>(M, K, K, seed, Format::kMax);
+  DeviceBuffer<In> dx(M * K + 8);
+  std::vector<In> padded = x;
+  padded.resize(M * K + 8, fromF<In>(0.0f));
+  dx.upload(padded);
+  QuantOptions opt;
+  opt.rule = C::kRule;
+  opt.groupSize = groupSize;
+  const auto in = GroupQuantInput<In>::matrix(dx.get(), M, K, K);
+  const ContractOutput got = checkTransposeContract<Format>(M, K, groupSize, contractLd(M), [&](auto q, auto scale) {
+    return groupQuant<Format>(in, q, scale, opt, nullptr);
+  });
+
+  // Pure group quant equals the host reference bit for bit.
+  const index_t G = K / groupSize;
+  std::vector<std::uint8_t> q(M * K);
+  std::vector<float> s(M * G);
+  ASSERT_TRUE((reference::groupQuant<Format, typename C::Rule>(x.data(), M, K, K, groupSize,
+                                                                Fp8Matrix<Format>{q.data(), M, K, K},
+                                                                rowMajorView(s.data(), M, G).value())));
+  std::size_t qDiff = 0;
+  for (std::size_t i = 0; i < q.size(); ++i) qDiff += q[i] != got.q[i];
+  EXPECT_EQ(qDiff, 0u) << "fp8 bytes differ from the host reference";
+  EXPECT_EQ(countBitDiffs(s, got.rowMajorScale), 0u) << "scales differ from the host reference";
+}
+
+TYPED_TEST(GroupQuantDevice, TransposedEmitMatchesMaterializedAndHostReferenceBitForBit) {
+  for (index_t M : kContractRows)
+    for (index_t K : {128, 512, 2304, 7168}) runGroupQuantCase<TypeParam>(M, K, 128, static_cast<unsigned>(M * 31 + K));
+}
+
+TYPED_TEST(GroupQuantDevice, SmallerGroupsFollowTheSameContract) {
+  for (int groupSize : {32, 64})
+    for (index_t M : {1, 3, 17})
+      for (index_t K : {512, 2304}) runGroupQuantCase<TypeParam>(M, K, groupSize, static_cast<unsigned>(M + K));
+}
+
+class GroupQuantDeviceShapes : public DeviceTest {};
+
+// The MLA o_proj input: [M, H, D] with padded token and head strides.
+TEST_F(GroupQuantDeviceShapes, HeadMajorInputEqualsItsDenseCopy) {
+  const index_t M = 17, H = 16, D = 128, headStride = D + 32, tokenStride = H * headStride + 64, K = H * D;
+  const auto x = makeActivations<BFloat16>(M, tokenStride, tokenStride, 5, 448.0f);
+  std::vector<BFloat16> dense(M * K);
+  for (index_t m = 0; m < M; ++m)
+    for (index_t h = 0; h < H; ++h)
+      for (index_t d = 0; d < D; ++d) dense[m * K + h * D + d] = x[m * tokenStride + h * headStride + d];
+  DeviceBuffer<BFloat16> dx(x.size());
+  dx.upload(x);
+  QuantOptions opt;
+  const auto in = GroupQuantInput<BFloat16>::headMajor(dx.get(), M, H, D, tokenStride, headStride);
+  const ContractOutput got = checkTransposeContract<E4M3FN>(M, K, 128, alignUp(M, 4), [&](auto q, auto scale) {
+    return groupQuant<E4M3FN>(in, q, scale, opt, nullptr);
+  });
+  std::vector<std::uint8_t> q(M * K);
+  std::vector<float> s(M * (K / 128));
+  ASSERT_TRUE((reference::groupQuant<E4M3FN, ScaleFp32>(dense.data(), M, K, K, 128,
+                                                         Fp8Matrix<E4M3FN>{q.data(), M, K, K},
+                                                         rowMajorView(s.data(), M, K / 128).value())));
+  EXPECT_TRUE(q == got.q);
+  EXPECT_EQ(countBitDiffs(s, got.rowMajorScale), 0u);
+}
+
+TEST_F(GroupQuantDeviceShapes, BadArgumentsAreRefusedByNameAndNothingRuns) {
+  const index_t M = 4, K = 512;
+  DeviceBuffer<BFloat16> dx(M * (K + 8) + 8);
+  DeviceBuffer<std::uint8_t> dq(M * K + 32);
+  DeviceBuffer<float> ds(M * 4);
+  dq.poison(kGarbage);
+  QuantOptions opt;
+  auto run = [&](GroupQuantInput<BFloat16> in, Fp8Matrix<E4M3FN> q, auto scale, QuantOptions o) {
+    return groupQuant<E4M3FN>(in, q, scale, o, nullptr).status();
+  };
+  const Fp8Matrix<E4M3FN> q{dq.get(), M, K, K};
+  const auto sv = rowMajorView(ds.get(), M, 4).value();
+  // A row stride whose rows start off 16-byte boundaries.
+  Status st = run(GroupQuantInput<BFloat16>::matrix(dx.get(), M, K, K + 1), q, sv, opt);
+  EXPECT_EQ(st.code(), StatusCode::kMisaligned);
+  EXPECT_STREQ(st.argument(), "ldx");
+  // An input pointer off a 16-byte boundary.
+  st = run(GroupQuantInput<BFloat16>::matrix(dx.get() + 1, M, K, K), q, sv, opt);
+  EXPECT_STREQ(st.argument(), "x");
+  // An output pointer with another alignment than the input's.
+  st = run(GroupQuantInput<BFloat16>::matrix(dx.get(), M, K, K), Fp8Matrix<E4M3FN>{dq.get() + 8, M, K, K}, sv, opt);
+  EXPECT_EQ(st.code(), StatusCode::kMisaligned);
+  EXPECT_STREQ(st.argument(), "q");
+  // K not a multiple of the group size.
+  st = run(GroupQuantInput<BFloat16>::matrix(dx.get(), M, 500, K), Fp8Matrix<E4M3FN>{dq.get(), M, 500, K},
+           rowMajorView(ds.get(), M, 3).value(), opt);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidShape);
+  EXPECT_STREQ(st.argument(), "K");
+  // Unsupported group size, fmax past the format's max.
+  QuantOptions bad = opt;
+  bad.groupSize = 256;
+  EXPECT_EQ(run(GroupQuantInput<BFloat16>::matrix(dx.get(), M, K, K), q, rowMajorView(ds.get(), M, 2).value(), bad)
+                .code(),
+            StatusCode::kUnsupportedGroupSize);
+  bad = opt;
+  bad.fmax = 500.0f;
+  EXPECT_STREQ(run(GroupQuantInput<BFloat16>::matrix(dx.get(), M, K, K), q, sv, bad).argument(), "fmax");
+  // A head dim that would let a group straddle two heads.
+  st = run(GroupQuantInput<BFloat16>::headMajor(dx.get(), M, 4, 96, 4 * 96, 96), Fp8Matrix<E4M3FN>{dq.get(), M, 384, K},
+           rowMajorView(ds.get(), M, 3).value(), opt);
+  EXPECT_STREQ(st.argument(), "headDim");
+  // M == 0 is valid and launches nothing.
+  st = run(GroupQuantInput<BFloat16>::matrix(nullptr, 0, K, K), Fp8Matrix<E4M3FN>{nullptr, 0, K, K},
+           rowMajorView<float>(nullptr, 0, 4).value(), opt);
+  EXPECT_TRUE(st.isOk()) << st.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (auto b : dq.download()) ASSERT_EQ(b, kGarbage) << "a refused call wrote output";
+}
+
+// 64-bit indexing: with M * K > 2^31 elements, the last row is quantized
+// exactly like the same row alone.
+TEST_F(GroupQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
+  const index_t K = 7168, M = (index_t{1} << 31) / K + 2;  // 299594 rows, 2.147e9 + elements
+  ASSERT_GT(M * K, index_t{1} << 31);
+  DeviceBuffer<BFloat16> dx(M * K);
+  DeviceBuffer<std::uint8_t> dq(M * K);
+  DeviceBuffer<float> ds(M * 56);
+  ASSERT_NE(dx.get(), nullptr);
+  ASSERT_NE(dq.get(), nullptr);
+  FP8SCALE_CUDA_CHECK(cudaMemset(dx.get(), 0, M * K * sizeof(BFloat16)));
+  const auto row = makeActivations<BFloat16>(1, K, K, 77, 448.0f);
+  FP8SCALE_CUDA_CHECK(cudaMemcpy(dx.get() + (M - 1) * K, row.data(), K * 2, cudaMemcpyHostToDevice));
+  QuantOptions opt;
+  auto all = groupQuant<E4M3FN>(GroupQuantInput<BFloat16>::matrix(dx.get(), M, K, K),
+                                Fp8Matrix<E4M3FN>{dq.get(), M, K, K}, colMajorView(ds.get(), M, 56).value(), opt,
+                                nullptr);
+  ASSERT_TRUE(all.isOk()) << all.status().message();
+  DeviceBuffer<std::uint8_t> q1(K);
+  DeviceBuffer<float> s1(56);
+  auto one = groupQuant<E4M3FN>(GroupQuantInput<BFloat16>::matrix(dx.get() + (M - 1) * K, 1, K, K),
+                                Fp8Matrix<E4M3FN>{q1.get(), 1, K, K}, colMajorView(s1.get(), 1, 56).value(), opt,
+                                nullptr);
+  ASSERT_TRUE(one.isOk());
+  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<std::uint8_t> lastRow(K);
+  FP8SCALE_CUDA_CHECK(cudaMemcpy(lastRow.data(), dq.get() + (M - 1) * K, K, cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(lastRow == q1.download());
+  std::vector<float> lastScales(56);
+  for (index_t g = 0; g < 56; ++g)
+    FP8SCALE_CUDA_CHECK(cudaMemcpy(&lastScales[g], ds.get() + g * M + (M - 1), 4, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(countBitDiffs(lastScales, s1.download()), 0u);
+}
+
+}  // namespace
+}  // namespace fp8scale::test

@@ -1,0 +1,201 @@
+// RMSNorm quant on the GPU: the TRANSPOSE_SCALE contract bit for bit (fp8,
+// scales, residual and bf16 output), the host reference within one fp8 step,
+// argument errors, and > 2^31-element tensors for both fused producers.
+#include <gtest/gtest.h>
+
+#include "fused_tally.cuh"
+
+namespace fp8scale::test {
+namespace {
+
+// ---- RMSNorm quant ----------------------------------------------------------------
+
+template <class C>
+class RmsNormQuantDevice : public DeviceTest {};
+TYPED_TEST_SUITE(RmsNormQuantDevice, AllCombos, ComboNames);
+
+TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWithinOneStep) {
+  using C = TypeParam;
+  using In = typename C::In;
+  using Format = typename C::Format;
+  FusedTally tally;
+  std::size_t normOutDiffs = 0, normOutTotal = 0, normOutFailures = 0;
+  for (index_t M : kContractRows)
+    for (index_t K : {128, 512, 2304, 7168}) {
+      const bool withResidual = (M + K / 128) % 2 == 0;
+      SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " residual=" << withResidual);
+      const auto x = makeActivations<In>(M, K, K, static_cast<unsigned>(M * 13 + K), 8.0f);
+      std::mt19937 rng(static_cast<unsigned>(K));
+      std::uniform_real_distribution<float> wd(0.5f, 1.5f), rd(-2.0f, 2.0f);
+      std::vector<In> w(K), r0(M * K);
+      for (auto& v : w) v = fromF<In>(wd(rng));
+      for (auto& v : r0) v = fromF<In>(rd(rng));
+      DeviceBuffer<In> dx(M * K + 8), dw(K), dr(M * K + 8), dyRow(M * K + 8), dyCol(M * K + 8);
+      auto px = x;
+      px.resize(M * K + 8, fromF<In>(0.0f));
+      dx.upload(px);
+      dw.upload(w);
+      std::vector<In> residualAfter[2], normOut[2];
+      int run = 0;
+      QuantOptions opt;
+      opt.rule = C::kRule;
+      const ContractOutput got = checkTransposeContract<Format>(M, K, 128, contractLd(M), [&](auto q, auto scale) {
+        // Each run starts from the same residual (it is updated in place).
+        auto pr = r0;
+        pr.resize(M * K + 8, fromF<In>(0.0f));
+        dr.upload(pr);
+        DeviceBuffer<In>& dy = run == 0 ? dyRow : dyCol;
+        RmsNormQuantInput<In> in;
+        in.x = dx.get();
+        in.rows = M;
+        in.cols = K;
+        in.ldx = K;
+        in.residual = withResidual ? dr.get() : nullptr;
+        in.ldResidual = K;
+        in.weight = dw.get();
+        in.normEps = 1e-6f;
+        in.normOut = dy.get();
+        in.ldNormOut = K;
+        auto result = rmsNormQuant<Format>(in, q, scale, opt, nullptr);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        residualAfter[run] = dr.download();
+        normOut[run] = dy.download();
+        ++run;
+        return result;
+      });
+      // Both runs leave the same residual and bf16 output.
+      EXPECT_EQ(std::memcmp(residualAfter[0].data(), residualAfter[1].data(), M * K * sizeof(In)), 0);
+      EXPECT_EQ(std::memcmp(normOut[0].data(), normOut[1].data(), M * K * sizeof(In)), 0);
+
+      std::vector<std::uint8_t> q(M * K);
+      std::vector<float> s(M * (K / 128));
+      std::vector<In> r = r0, y(M * K);
+      RmsNormQuantInput<In> hostIn;
+      hostIn.x = x.data();
+      hostIn.rows = M;
+      hostIn.cols = K;
+      hostIn.ldx = K;
+      hostIn.residual = withResidual ? r.data() : nullptr;
+      hostIn.ldResidual = K;
+      hostIn.weight = w.data();
+      hostIn.normEps = 1e-6f;
+      hostIn.normOut = y.data();
+      hostIn.ldNormOut = K;
+      ASSERT_TRUE((reference::rmsNormQuant<Format, typename C::Rule>(hostIn, Fp8Matrix<Format>{q.data(), M, K, K},
+                                                                     rowMajorView(s.data(), M, K / 128).value(), 128)));
+      if (withResidual) {
+        // residual_out = round(x + r): exact. NaN payloads are the hardware's
+        // own (the GPU returns its canonical NaN from x + NaN), so NaN matches NaN.
+        std::size_t residualDiffs = 0;
+        for (index_t i = 0; i < M * K; ++i)
+          residualDiffs += std::memcmp(&r[i], &residualAfter[0][i], sizeof(In)) != 0 &&
+                           !(std::isnan(toFloat(r[i])) && std::isnan(toFloat(residualAfter[0][i])));
+        EXPECT_EQ(residualDiffs, 0u) << "residual_out differs from round(x + r)";
+      }
+      for (index_t i = 0; i < M * K; ++i) {
+        const float a = toFloat(y[i]), b = toFloat(normOut[0][i]);
+        if (std::memcmp(&y[i], &normOut[0][i], sizeof(In)) == 0) continue;
+        ++normOutDiffs;
+        // y carries the same relative error as the scales (rsqrt, sum order):
+        // within that, or one ulp of the input type, or both NaN.
+        const float bound = std::max<float>(inputUlp<In>(a), std::fabs(a) * kRmsNormMaxScaleRel) + 1e-30f;
+        if (!((std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= bound) && normOutFailures++ < 3)
+          ADD_FAILURE() << "normOut " << b << " vs reference " << a << " at " << i;
+      }
+      normOutTotal += M * K;
+      if (got.q.size() == q.size()) tallyFused<Format, typename C::Rule>(got, q, s, tally, kRmsNormMaxScaleRel);
+    }
+  tally.print(ComboNames::GetName<C>(0).c_str());
+  std::printf("[ %s ] normOut: %zu of %zu differ from the host reference (each within one ulp of the input type or 2^-16 relative)\n",
+              ComboNames::GetName<C>(0).c_str(), normOutDiffs, normOutTotal);
+  expectFractionsWithinBounds(tally);
+  EXPECT_EQ(normOutFailures, 0u);
+}
+
+class FusedQuantDeviceShapes : public DeviceTest {};
+
+TEST_F(FusedQuantDeviceShapes, RmsNormRefusesMisalignedResidualAndMissingWeight) {
+  const index_t M = 4, K = 512;
+  DeviceBuffer<BFloat16> dx(M * K + 8), dr(M * K + 8), dw(K);
+  DeviceBuffer<std::uint8_t> dq(M * K);
+  DeviceBuffer<float> ds(M * 4);
+  RmsNormQuantInput<BFloat16> in;
+  in.x = dx.get();
+  in.rows = M;
+  in.cols = K;
+  in.ldx = K;
+  in.weight = nullptr;
+  QuantOptions opt;
+  auto st = rmsNormQuant<E4M3FN>(in, Fp8Matrix<E4M3FN>{dq.get(), M, K, K}, rowMajorView(ds.get(), M, 4).value(), opt,
+                                 nullptr)
+                .status();
+  EXPECT_EQ(st.code(), StatusCode::kNullPointer);
+  EXPECT_STREQ(st.argument(), "weight");
+  in.weight = dw.get();
+  in.residual = dr.get() + 1;
+  in.ldResidual = K;
+  st = rmsNormQuant<E4M3FN>(in, Fp8Matrix<E4M3FN>{dq.get(), M, K, K}, rowMajorView(ds.get(), M, 4).value(), opt,
+                            nullptr)
+           .status();
+  EXPECT_EQ(st.code(), StatusCode::kMisaligned);
+  EXPECT_STREQ(st.argument(), "residual");
+}
+
+// 64-bit indexing for the fused producers: the last row of a > 2^31-element
+// tensor equals the same row alone.
+TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
+  const index_t K = 7168, M = (index_t{1} << 31) / K + 2;
+  DeviceBuffer<BFloat16> dx(M * K), dw(K);
+  DeviceBuffer<std::uint8_t> dq(M * K);
+  DeviceBuffer<float> ds(M * 56);
+  ASSERT_NE(dx.get(), nullptr);
+  FP8SCALE_CUDA_CHECK(cudaMemset(dx.get(), 0, M * K * 2));
+  const auto row = makeActivations<BFloat16>(1, K, K, 91, 8.0f);
+  FP8SCALE_CUDA_CHECK(cudaMemcpy(dx.get() + (M - 1) * K, row.data(), K * 2, cudaMemcpyHostToDevice));
+  std::vector<BFloat16> w(K, fromF<BFloat16>(1.25f));
+  dw.upload(w);
+  QuantOptions opt;
+  auto lastRowOf = [&](index_t rows, const BFloat16* x, std::uint8_t* q, float* s, bool rms) {
+    Status st;
+    if (rms) {
+      RmsNormQuantInput<BFloat16> in;
+      in.x = x;
+      in.rows = rows;
+      in.cols = K;
+      in.ldx = K;
+      in.weight = dw.get();
+      st = rmsNormQuant<E4M3FN>(in, Fp8Matrix<E4M3FN>{q, rows, K, K}, colMajorView(s, rows, 56).value(), opt, nullptr)
+               .status();
+    } else {
+      // SiLU: gate | up halves of K / 2 each.
+      st = siluClampQuant<E4M3FN>(SiluClampInput<BFloat16>{x, rows, K / 2, K, 7.0f},
+                                  Fp8Matrix<E4M3FN>{q, rows, K / 2, K}, colMajorView(s, rows, 28).value(), opt,
+                                  nullptr)
+               .status();
+    }
+    EXPECT_TRUE(st.isOk()) << st.message();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  };
+  for (bool rms : {true, false}) {
+    SCOPED_TRACE(rms ? "rmsNormQuant" : "siluClampQuant");
+    const index_t G = rms ? 56 : 28, outCols = rms ? K : K / 2;
+    lastRowOf(M, dx.get(), dq.get(), ds.get(), rms);
+    std::vector<std::uint8_t> lastRow(outCols);
+    FP8SCALE_CUDA_CHECK(cudaMemcpy(lastRow.data(), dq.get() + (M - 1) * K, outCols, cudaMemcpyDeviceToHost));
+    std::vector<float> lastScales(G);
+    for (index_t g = 0; g < G; ++g)
+      FP8SCALE_CUDA_CHECK(cudaMemcpy(&lastScales[g], ds.get() + g * M + (M - 1), 4, cudaMemcpyDeviceToHost));
+    DeviceBuffer<std::uint8_t> q1(K);
+    DeviceBuffer<float> s1(56);
+    lastRowOf(1, dx.get() + (M - 1) * K, q1.get(), s1.get(), rms);
+    auto alone = q1.download();
+    alone.resize(outCols);
+    EXPECT_TRUE(lastRow == alone);
+    auto aloneScales = s1.download();
+    aloneScales.resize(G);
+    EXPECT_EQ(countBitDiffs(lastScales, aloneScales), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace fp8scale::test

@@ -1,0 +1,71 @@
+// SiLU-clamp quant on the GPU: the TRANSPOSE_SCALE contract bit for bit, and
+// the host reference within one fp8 step on a small, reported fraction.
+#include <gtest/gtest.h>
+
+#include "fused_tally.cuh"
+
+namespace fp8scale::test {
+namespace {
+
+// ---- SiLU-clamp quant -----------------------------------------------------------
+
+template <class C>
+class SiluClampQuantDevice : public DeviceTest {};
+TYPED_TEST_SUITE(SiluClampQuantDevice, AllCombos, ComboNames);
+
+TYPED_TEST(SiluClampQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWithinOneStep) {
+  using C = TypeParam;
+  using In = typename C::In;
+  using Format = typename C::Format;
+  FusedTally tally;
+  for (index_t M : kContractRows)
+    for (index_t I : {128, 512, 2304, 7168}) {
+      const float limit = (M + I) % 2 ? 7.0f : 0.0f;  // clamped and unclamped runs
+      SCOPED_TRACE(::testing::Message() << "M=" << M << " I=" << I << " limit=" << limit);
+      const auto x = makeActivations<In>(M, 2 * I, 2 * I, static_cast<unsigned>(M * 7 + I), 8.0f);
+      DeviceBuffer<In> dx(x.size() + 8);
+      auto padded = x;
+      padded.resize(x.size() + 8, fromF<In>(0.0f));
+      dx.upload(padded);
+      QuantOptions opt;
+      opt.rule = C::kRule;
+      const SiluClampInput<In> in{dx.get(), M, I, 2 * I, limit};
+      const ContractOutput got = checkTransposeContract<Format>(M, I, 128, contractLd(M), [&](auto q, auto scale) {
+        return siluClampQuant<Format>(in, q, scale, opt, nullptr);
+      });
+      std::vector<std::uint8_t> q(M * I);
+      std::vector<float> s(M * (I / 128));
+      const SiluClampInput<In> hostIn{x.data(), M, I, 2 * I, limit};
+      ASSERT_TRUE((reference::siluClampQuant<Format, typename C::Rule>(hostIn, Fp8Matrix<Format>{q.data(), M, I, I},
+                                                                       rowMajorView(s.data(), M, I / 128).value(),
+                                                                       128)));
+      if (got.q.size() == q.size()) tallyFused<Format, typename C::Rule>(got, q, s, tally, kSiluMaxScaleRel);
+    }
+  tally.print(ComboNames::GetName<C>(0).c_str());
+  expectFractionsWithinBounds(tally);
+}
+
+class SiluClampQuantDeviceShapes : public DeviceTest {};
+
+TEST_F(SiluClampQuantDeviceShapes, SiluRefusesShortRowsAndPartialGroups) {
+  const index_t M = 2, I = 256;
+  DeviceBuffer<BFloat16> dx(M * 2 * I);
+  DeviceBuffer<std::uint8_t> dq(M * I);
+  DeviceBuffer<float> ds(M * 2);
+  QuantOptions opt;
+  auto st = siluClampQuant<E4M3FN>(SiluClampInput<BFloat16>{dx.get(), M, I, 2 * I - 16, 0.0f},
+                                   Fp8Matrix<E4M3FN>{dq.get(), M, I, I}, rowMajorView(ds.get(), M, 2).value(), opt,
+                                   nullptr)
+                .status();
+  EXPECT_EQ(st.code(), StatusCode::kLdTooSmall);
+  EXPECT_STREQ(st.argument(), "ldx");
+  st = siluClampQuant<E4M3FN>(SiluClampInput<BFloat16>{dx.get(), M, 200, 2 * I, 0.0f},
+                              Fp8Matrix<E4M3FN>{dq.get(), M, 200, I}, rowMajorView(ds.get(), M, 1).value(), opt,
+                              nullptr)
+           .status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidShape);
+  EXPECT_STREQ(st.argument(), "K");
+}
+
+}  // namespace
+}  // namespace fp8scale::test

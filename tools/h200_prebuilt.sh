@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs binaries built on the developer machine (carried in .devbin/) on the
+# H200, to spend device time on running rather than compiling:
+#   cmake --build build/cuda --target fp8scale_device_tests bench_producers
+#   mkdir -p .devbin && cp build/cuda/tests/device/fp8scale_device_tests \
+#     build/cuda/benchmarks/bench_producers /lib/x86_64-linux-gnu/libbenchmark.so.1debian .devbin/
+# then device run with carry [".devbin"]: bash tools/h200_prebuilt.sh
+#   TESTS=filter (default all)  BENCH=full|quick|0  SANITIZE=1
+set -uo pipefail
+OUT=${OUT:-/tmp/fp8scale-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/.devbin:${LD_LIBRARY_PATH:-}
+export FP8SCALE_TEST_DATA_DIR=$PWD/tests/data
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+start=$(date +%s)
+# The host references dominate the suite's time: run it as SHARDS gtest
+# shards in parallel on the machine's cores (the GPU is shared by them).
+shards=${SHARDS:-8}
+pids=()
+for i in $(seq 0 $((shards - 1))); do
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${TEST_TIMEOUT:-300}" .devbin/fp8scale_device_tests \
+    --gtest_filter="${TESTS:-*}" > "$OUT/device_tests.$i.log" 2>&1 &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+cat "$OUT"/device_tests.*.log > "$OUT/device_tests.log"
+rm -f "$OUT"/device_tests.*.log
+echo "device tests: exit $rc in $(( $(date +%s) - start )) s; $(grep -c '^\[       OK \]' "$OUT/device_tests.log") passed, $(grep -c '^\[  FAILED  \].*ms)' "$OUT/device_tests.log") failed"
+grep -E "^\[ (bf16|fp16|fp32|e4m3)|^\[  FAILED  \].*ms\)" "$OUT/device_tests.log" | head -60
+grep -E "Failure|error:|Expected|Which is|  Actual|differ|not zeroed|holds" "$OUT/device_tests.log" | head -30
+grep -E "^\[       OK \]" "$OUT/device_tests.log" | sed -E 's/.*OK \] (.*) \(([0-9]+) ms\)/\2 ms  \1/' | sort -rn | head -8
+case "${BENCH:-0}" in
+  full|quick)
+    start=$(date +%s)
+    flag=""; [ "$BENCH" = quick ] && flag=--quick
+    timeout "${BENCH_TIMEOUT:-300}" .devbin/bench_producers $flag --benchmark_out="$OUT/bench.json" \
+      --benchmark_out_format=json > "$OUT/bench.txt" 2>&1
+    echo "bench: exit $? in $(( $(date +%s) - start )) s"
+    grep -E "copy_256MiB|empty_kernel" "$OUT/bench.txt" ;;
+esac
+if [ "${SANITIZE:-0}" = 1 ]; then
+  filter=${SANITIZE_FILTER:-'*bf16_e4m3fn_fp32*:*fp32_e4m3fnuz_ue8m0*:Materialize*:Fp8Device*:*Shapes.Bad*:*Shapes.Head*:*Refuses*'}
+  for tool in memcheck racecheck; do
+    timeout 200 compute-sanitizer --tool $tool --error-exitcode 99 .devbin/fp8scale_device_tests \
+      --gtest_filter="$filter" > "$OUT/sanitizer-$tool.log" 2>&1
+    echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1))"
+  done
+fi
+exit $rc
