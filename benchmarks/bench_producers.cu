@@ -1,0 +1,334 @@
+// Producer benchmarks (Google Benchmark, GPU time from CUDA events over CUDA
+// graph replays of kLaunchesPerGraph launches). Every figure comes with its
+// baselines from the same run: a large device-to-device copy (bandwidth
+// ceiling, bytes read + written), a copy of the producer's own input bytes
+// (small-M latency baseline) and an empty kernel (launch floor).
+//
+//   bench_producers [--benchmark_out=FILE --benchmark_out_format=json] [--quick]
+//
+// Counters per producer benchmark: us_per_call, GBps (bytes read + written per
+// second), vs_copy_bw (GBps / the faster large copy's GBps), vs_input_copy (time / time of
+// copying the input bytes), and for emit paths, the saving of transposed
+// emission over row-major emission + materialize.
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fp8scale/fp8scale.hpp"
+
+namespace {
+
+using namespace fp8scale;
+
+#define BENCH_CHECK(call)                                                                        \
+  do {                                                                                           \
+    const cudaError_t e_ = (call);                                                               \
+    if (e_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+constexpr int kLaunchesPerGraph = 20;
+const index_t kHidden = 7168;
+const std::vector<index_t> kRows = {1, 2, 4, 8, 16, 32, 64, 128, 512, 2048, 8192, 16384, 65536};
+
+cudaStream_t gStream;
+
+/// Times `body` (which enqueues one call on gStream) by capturing
+/// kLaunchesPerGraph calls into a graph and replaying it; returns seconds
+/// per call, the median of `reps` replays.
+double timePerCall(const std::function<void()>& body, int reps = 15) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  BENCH_CHECK(cudaStreamBeginCapture(gStream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kLaunchesPerGraph; ++i) body();
+  BENCH_CHECK(cudaStreamEndCapture(gStream, &graph));
+  BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  BENCH_CHECK(cudaEventCreate(&start));
+  BENCH_CHECK(cudaEventCreate(&stop));
+  BENCH_CHECK(cudaGraphLaunch(exec, gStream));  // warm-up
+  BENCH_CHECK(cudaStreamSynchronize(gStream));
+  std::vector<float> ms(reps);
+  for (float& t : ms) {
+    BENCH_CHECK(cudaEventRecord(start, gStream));
+    BENCH_CHECK(cudaGraphLaunch(exec, gStream));
+    BENCH_CHECK(cudaEventRecord(stop, gStream));
+    BENCH_CHECK(cudaEventSynchronize(stop));
+    BENCH_CHECK(cudaEventElapsedTime(&t, start, stop));
+  }
+  std::sort(ms.begin(), ms.end());
+  BENCH_CHECK(cudaEventDestroy(start));
+  BENCH_CHECK(cudaEventDestroy(stop));
+  BENCH_CHECK(cudaGraphExecDestroy(exec));
+  BENCH_CHECK(cudaGraphDestroy(graph));
+  return ms[ms.size() / 2] * 1e-3 / kLaunchesPerGraph;
+}
+
+__global__ void emptyKernel() {}
+
+/// The bandwidth baseline next to cudaMemcpyAsync: 16-byte loads and stores,
+/// four in flight per thread, grid-stride.
+__global__ void __launch_bounds__(256) copyKernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                  std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+    dst[i] = a;
+    dst[i + stride] = b;
+    dst[i + 2 * stride] = c;
+    dst[i + 3 * stride] = d;
+  }
+  for (; i < n; i += stride) dst[i] = src[i];
+}
+
+/// Device buffers sized for the largest case, reused by every benchmark.
+struct Buffers {
+  BFloat16* x = nullptr;     // [65536, 2 * 3072] or [65536, 7168]
+  BFloat16* r = nullptr;     // residual [65536, 7168]
+  BFloat16* w = nullptr;     // weight [7168]
+  std::uint8_t* q = nullptr;
+  float* s = nullptr;        // scales, column-major room: G * align(M, 4)
+  float* sRow = nullptr;     // row-major scales for the emit + materialize path
+  void* copySrc = nullptr;
+  void* copyDst = nullptr;
+  std::size_t copyBytes = 0;
+};
+Buffers gBuf;
+
+void allocate() {
+  const index_t maxM = kRows.back();
+  const std::size_t xElems = static_cast<std::size_t>(maxM) * 2 * 3072 > static_cast<std::size_t>(maxM) * kHidden
+                                 ? static_cast<std::size_t>(maxM) * 2 * 3072
+                                 : static_cast<std::size_t>(maxM) * kHidden;
+  BENCH_CHECK(cudaMalloc(&gBuf.x, xElems * 2));
+  BENCH_CHECK(cudaMalloc(&gBuf.r, static_cast<std::size_t>(maxM) * kHidden * 2));
+  BENCH_CHECK(cudaMalloc(&gBuf.w, kHidden * 2));
+  BENCH_CHECK(cudaMalloc(&gBuf.q, static_cast<std::size_t>(maxM) * kHidden));
+  BENCH_CHECK(cudaMalloc(&gBuf.s, static_cast<std::size_t>(alignUp(maxM, 4)) * 56 * 4));
+  BENCH_CHECK(cudaMalloc(&gBuf.sRow, static_cast<std::size_t>(maxM) * 56 * 4));
+  gBuf.copyBytes = static_cast<std::size_t>(maxM) * kHidden * 4;  // the largest input (RMSNorm: x + residual)
+  BENCH_CHECK(cudaMalloc(&gBuf.copySrc, gBuf.copyBytes));
+  BENCH_CHECK(cudaMalloc(&gBuf.copyDst, gBuf.copyBytes));
+  // Activation-like data (never zeros: zeros can run faster than real data).
+  std::vector<BFloat16> host(xElems);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (std::size_t i = 0; i < std::min<std::size_t>(host.size(), std::size_t{1} << 24); ++i) host[i] = toBFloat16(n(rng));
+  for (std::size_t i = std::size_t{1} << 24; i < host.size(); ++i) host[i] = host[i % (std::size_t{1} << 24)];
+  BENCH_CHECK(cudaMemcpy(gBuf.x, host.data(), xElems * 2, cudaMemcpyHostToDevice));
+  BENCH_CHECK(cudaMemcpy(gBuf.r, host.data(), static_cast<std::size_t>(maxM) * kHidden * 2, cudaMemcpyHostToDevice));
+  BENCH_CHECK(cudaMemcpy(gBuf.w, host.data(), kHidden * 2, cudaMemcpyHostToDevice));
+  BENCH_CHECK(cudaMemset(gBuf.copySrc, 0x3C, gBuf.copyBytes));
+}
+
+// Baselines measured first, read by the producer benchmarks.
+double gCopyBandwidth = 0.0;          // bytes (read + written) / s of a 1 GiB copy
+std::map<std::size_t, double> gInputCopyTime;  // seconds to copy n bytes
+double gEmptyKernelTime = 0.0;
+
+double inputCopyTime(std::size_t bytes) {
+  auto it = gInputCopyTime.find(bytes);
+  if (it != gInputCopyTime.end()) return it->second;
+  const double t = timePerCall([bytes] {
+    BENCH_CHECK(cudaMemcpyAsync(gBuf.copyDst, gBuf.copySrc, bytes, cudaMemcpyDeviceToDevice, gStream));
+  });
+  gInputCopyTime[bytes] = t;
+  return t;
+}
+
+void report(benchmark::State& state, double seconds, double bytes, std::size_t inputBytes) {
+  state.SetIterationTime(seconds);
+  state.counters["us_per_call"] = seconds * 1e6;
+  state.counters["GBps"] = bytes / seconds * 1e-9;
+  state.counters["vs_copy_bw"] = bytes / seconds / gCopyBandwidth;
+  state.counters["vs_input_copy"] = seconds / inputCopyTime(inputBytes);
+  state.counters["M"] = static_cast<double>(state.range(0));
+}
+
+/// Large copies, 256 MiB each way (4x the L2): arg 0 = cudaMemcpyAsync,
+/// arg 1 = copyKernel. The baseline is the faster of the two.
+void BM_CopyLarge(benchmark::State& state) {
+  const std::size_t bytes = std::size_t{256} << 20;
+  double t = 0.0;
+  for (auto _ : state) {
+    t = state.range(0) == 0 ? timePerCall([bytes] {
+      BENCH_CHECK(cudaMemcpyAsync(gBuf.copyDst, gBuf.copySrc, bytes, cudaMemcpyDeviceToDevice, gStream));
+    }) : timePerCall([bytes] {
+      copyKernel<<<132 * 8, 256, 0, gStream>>>(static_cast<const uint4*>(gBuf.copySrc), static_cast<uint4*>(gBuf.copyDst),
+                                              bytes / 16);
+    });
+    state.SetIterationTime(t);
+  }
+  const double bw = 2.0 * static_cast<double>(bytes) / t;
+  gCopyBandwidth = std::max(gCopyBandwidth, bw);
+  state.counters["GBps"] = bw * 1e-9;
+  state.counters["us_per_call"] = t * 1e6;
+}
+
+void BM_EmptyKernel(benchmark::State& state) {
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([] { emptyKernel<<<1, 32, 0, gStream>>>(); });
+    state.SetIterationTime(t);
+  }
+  gEmptyKernelTime = t;
+  state.counters["us_per_call"] = t * 1e6;
+}
+
+void BM_CopyInput(benchmark::State& state) {
+  const std::size_t bytes = static_cast<std::size_t>(state.range(0)) * kHidden * 2;
+  double t = 0.0;
+  for (auto _ : state) {
+    gInputCopyTime.erase(bytes);
+    t = inputCopyTime(bytes);
+    state.SetIterationTime(t);
+  }
+  state.counters["us_per_call"] = t * 1e6;
+  state.counters["GBps"] = 2.0 * bytes / t * 1e-9;
+  state.counters["M"] = static_cast<double>(state.range(0));
+}
+
+template <class Layout>
+ScaleView<float, Layout> scaleView(index_t M, index_t G);
+template <>
+ScaleView<float, RowMajor> scaleView<RowMajor>(index_t M, index_t G) {
+  return rowMajorView(gBuf.s, M, G).value();
+}
+template <>
+ScaleView<float, ColMajor> scaleView<ColMajor>(index_t M, index_t G) {
+  return colMajorView(gBuf.s, M, G, M).value();
+}
+
+void expectOk(const Status& s) {
+  if (!s) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    std::exit(1);
+  }
+}
+
+template <class Layout>
+void BM_GroupQuant(benchmark::State& state) {
+  const index_t M = state.range(0), K = kHidden, G = K / 128;
+  QuantOptions opt;
+  const auto in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
+  const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
+  const auto sv = scaleView<Layout>(M, G);
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] { expectOk(groupQuant<E4M3FN>(in, q, sv, opt, gStream).status()); });
+  }
+  report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
+}
+
+template <class Layout>
+void BM_RmsNormQuant(benchmark::State& state) {
+  const index_t M = state.range(0), K = kHidden, G = K / 128;
+  QuantOptions opt;
+  RmsNormQuantInput<BFloat16> in;
+  in.x = gBuf.x;
+  in.rows = M;
+  in.cols = K;
+  in.ldx = K;
+  in.residual = gBuf.r;
+  in.ldResidual = K;
+  in.weight = gBuf.w;
+  const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
+  const auto sv = scaleView<Layout>(M, G);
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] { expectOk(rmsNormQuant<E4M3FN>(in, q, sv, opt, gStream).status()); });
+  }
+  // x and residual read, residual written, fp8 and scales written (weight: L2).
+  report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
+}
+
+template <class Layout>
+void BM_SiluClampQuant(benchmark::State& state) {
+  const index_t M = state.range(0), I = state.range(1), G = I / 128;
+  QuantOptions opt;
+  const SiluClampInput<BFloat16> in{gBuf.x, M, I, 2 * I, 7.0f};
+  const Fp8Matrix<E4M3FN> q{gBuf.q, M, I, I};
+  const auto sv = scaleView<Layout>(M, G);
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] { expectOk(siluClampQuant<E4M3FN>(in, q, sv, opt, gStream).status()); });
+  }
+  report(state, t, static_cast<double>(M) * I * 5 + M * G * 4.0, static_cast<std::size_t>(M * I * 4));
+  state.counters["I"] = static_cast<double>(I);
+}
+
+/// The old way and the new way of feeding a column-major consumer: row-major
+/// emit + materialize (two launches) vs transposed emit (one), group quant.
+void BM_EmitThenMaterialize(benchmark::State& state) {
+  const index_t M = state.range(0), K = kHidden, G = K / 128;
+  QuantOptions opt;
+  const auto in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
+  const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
+  const auto rowView = rowMajorView(gBuf.sRow, M, G).value();
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] {
+      expectOk(groupQuant<E4M3FN>(in, q, rowView, opt, gStream).status());
+      expectOk(materialize(rowView, gBuf.s, M, gStream).status());
+    });
+  }
+  report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
+}
+
+void registerAll(bool quick) {
+  const std::vector<index_t> rows = quick ? std::vector<index_t>{1, 64, 8192} : kRows;
+  benchmark::RegisterBenchmark("copy_256MiB/memcpy", BM_CopyLarge)->Arg(0)->UseManualTime()->Iterations(3);
+  benchmark::RegisterBenchmark("copy_256MiB/kernel", BM_CopyLarge)->Arg(1)->UseManualTime()->Iterations(3);
+  benchmark::RegisterBenchmark("empty_kernel", BM_EmptyKernel)->UseManualTime()->Iterations(3);
+  for (index_t M : rows) benchmark::RegisterBenchmark("copy_input_7168", BM_CopyInput)->Arg(M)->UseManualTime()->Iterations(3);
+  auto reg = [&](const char* name, auto fn) {
+    for (index_t M : rows) benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
+  };
+  reg("group_quant/row_major", BM_GroupQuant<RowMajor>);
+  reg("group_quant/col_major", BM_GroupQuant<ColMajor>);
+  reg("group_quant/row_major+materialize", BM_EmitThenMaterialize);
+  reg("rmsnorm_quant/row_major", BM_RmsNormQuant<RowMajor>);
+  reg("rmsnorm_quant/col_major", BM_RmsNormQuant<ColMajor>);
+  for (index_t I : {2048, 3072})
+    for (index_t M : rows) {
+      benchmark::RegisterBenchmark("silu_clamp_quant/row_major", BM_SiluClampQuant<RowMajor>)
+          ->Args({M, I})->UseManualTime()->Iterations(3);
+      benchmark::RegisterBenchmark("silu_clamp_quant/col_major", BM_SiluClampQuant<ColMajor>)
+          ->Args({M, I})->UseManualTime()->Iterations(3);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--quick") quick = true;
+    else args.push_back(argv[i]);
+  }
+  int n = static_cast<int>(args.size());
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("bench_producers: no CUDA device; nothing to measure\n");
+    return 0;
+  }
+  BENCH_CHECK(cudaStreamCreateWithFlags(&gStream, cudaStreamNonBlocking));
+  allocate();
+  registerAll(quick);
+  benchmark::Initialize(&n, args.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
