@@ -136,7 +136,7 @@ def _int(entry: Dict[str, str], key: str) -> int:
 
 def check(code_object: str, arch: str, header: str, metadata: str, disassembly: str,
           demangle: Callable[[Sequence[str]], List[str]], expect_kernels: Sequence[str],
-          require_cvt: Sequence[str]) -> Report:
+          require_cvt: Sequence[str], require_cvt_regex: Sequence[str] = ()) -> Report:
     report = Report(code_object, arch)
     err = report.errors.append
 
@@ -190,6 +190,14 @@ def check(code_object: str, arch: str, header: str, metadata: str, disassembly: 
         elif k.uses_cvt is False:
             err(f"{name}: no {CVT_INSTRUCTION} on {arch}, whose hardware converts this format "
                 f"(it took the software encode)")
+    for pattern in require_cvt_regex:
+        matching = [k for k in report.kernels if re.fullmatch(pattern, k.name)]
+        if not matching:
+            err(f"/{pattern}/: no kernel matches (required to use {CVT_INSTRUCTION})")
+        for k in matching:
+            if k.uses_cvt is False:
+                err(f"{k.name}: no {CVT_INSTRUCTION} on {arch}, whose hardware converts this format "
+                    f"(it took the software encode)")
     return report
 
 
@@ -299,13 +307,16 @@ def self_test() -> int:
         ("missing expected kernel fails", [native], "gfx942",
          ["relayout: expected kernel not in the code object"]),
         ("zero kernels fails", [], "gfx942", ["no kernels"]),
+        ("regex-required cvt missing fails", [native, other], "gfx942",
+         [f"relayout: no {CVT_INSTRUCTION}"]),
         ("wrong arch fails", [native, other], "gfx950", ["expected one for gfx942"]),
     ]
     failures = 0
     for title, kernels, built_for, expected in cases:
         header, metadata, disassembly = _synthetic(kernels, built_for)
+        regex = ["rel.*"] if title.startswith("regex") else []
         report = check("synthetic.co", "gfx942", header, metadata, disassembly, identity,
-                       expect_kernels=[a, b], require_cvt=[a])
+                       expect_kernels=[a, b], require_cvt=[a], require_cvt_regex=regex)
         if expected:
             ok = not report.passed and all(any(e in msg for msg in report.errors) for e in expected)
         else:
@@ -333,6 +344,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="demangled kernel name (no return type or parameters) that must be present")
     p.add_argument("--require-cvt", action="append", default=[], metavar="NAME",
                    help=f"kernel that must contain {CVT_INSTRUCTION} (its format is native to --arch)")
+    p.add_argument("--require-cvt-regex", action="append", default=[], metavar="REGEX",
+                   help=f"every kernel whose name fully matches must contain {CVT_INSTRUCTION}; "
+                        "at least one must match")
     p.add_argument("--json", metavar="OUT", help="also write the table and errors as JSON")
     p.add_argument("--self-test", action="store_true", help="check the checker on synthetic input")
     args = p.parse_args(argv)
@@ -346,7 +360,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     metadata = run_tool([args.readelf, "--notes", args.code_object])
     disassembly = run_tool([args.objdump, "-d", f"--mcpu={args.arch}", args.code_object])
     report = check(args.code_object, args.arch, header, metadata, disassembly,
-                   tool_demangler(args.cxxfilt), args.expect_kernel, args.require_cvt)
+                   tool_demangler(args.cxxfilt), args.expect_kernel, args.require_cvt,
+                   args.require_cvt_regex)
 
     print(format_table(report, args.require_cvt))
     if args.json:

@@ -84,4 +84,12 @@ extern "C" __device__ inline void __atomic_work_item_fence(__cl_mem_fence_flags,
 
 #undef FP8SCALE_COMPAT_FENCE
 
+// The fused producers call expf (SiLU) and rsqrtf (RMSNorm), which the HIP
+// headers forward to ROCm's ocml library, absent here. Stand-ins on the
+// compiler's own lowering: llvm.exp.f32 (expanded by the AMDGPU backend with
+// v_exp_f32) and v_rsq_f32. They keep the code objects linkable for the
+// register and spill checks; real ROCm builds link ocml instead.
+extern "C" __device__ inline float __ocml_exp_f32(float x) { return __builtin_expf(x); }
+extern "C" __device__ inline float __ocml_rsqrt_f32(float x) { return __builtin_amdgcn_rsqf(x); }
+
 #endif  // __HIP_DEVICE_COMPILE__

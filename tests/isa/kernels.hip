@@ -38,3 +38,36 @@ template __global__ void fp8scale::detail::materializeKernel<float, fp8scale::Co
 template __global__ void fp8scale::detail::materializeKernel<std::uint8_t, fp8scale::RowMajor>(
     fp8scale::ScaleView<const std::uint8_t, fp8scale::RowMajor>,
     fp8scale::ScaleView<std::uint8_t, fp8scale::ColMajor>);
+
+// Every producer instantiation: each launcher instantiates its kernels for
+// both scale rules and the three group sizes, so these 12 launcher
+// instantiations per producer cover input type x format x rule x group size x
+// TRANSPOSE_SCALE (216 kernels).
+#include <fp8scale/producers/group_quant.hpp>
+#include <fp8scale/producers/rmsnorm_quant.hpp>
+#include <fp8scale/producers/silu_clamp_quant.hpp>
+
+namespace fp8scale_isa {
+
+template <class In, class Format, class Layout>
+void instantiateProducers() {
+  using namespace fp8scale;
+  const QuantOptions opt;
+  const Fp8Matrix<Format> q{};
+  const ScaleView<float, Layout> scale{};
+  (void)groupQuant<Format>(GroupQuantInput<In>{}, q, scale, opt, nullptr);
+  (void)siluClampQuant<Format>(SiluClampInput<In>{}, q, scale, opt, nullptr);
+  (void)rmsNormQuant<Format>(RmsNormQuantInput<In>{}, q, scale, opt, nullptr);
+}
+
+#define FP8SCALE_ISA_PRODUCERS(In)                                                             \
+  template void instantiateProducers<In, fp8scale::E4M3FN, fp8scale::RowMajor>();             \
+  template void instantiateProducers<In, fp8scale::E4M3FN, fp8scale::ColMajor>();             \
+  template void instantiateProducers<In, fp8scale::E4M3FNUZ, fp8scale::RowMajor>();           \
+  template void instantiateProducers<In, fp8scale::E4M3FNUZ, fp8scale::ColMajor>();
+FP8SCALE_ISA_PRODUCERS(float)
+FP8SCALE_ISA_PRODUCERS(fp8scale::BFloat16)
+FP8SCALE_ISA_PRODUCERS(fp8scale::Float16)
+#undef FP8SCALE_ISA_PRODUCERS
+
+}  // namespace fp8scale_isa
