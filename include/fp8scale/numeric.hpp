@@ -60,7 +60,7 @@ FP8SCALE_HOST_DEVICE inline Float16 toFloat16(float v) {
     if (abs < 0x33000000u) return Float16{static_cast<std::uint16_t>(sign)};  // <= 2^-25: rounds to 0
     const std::uint32_t e = abs >> 23;
     const std::uint32_t sig = (abs & 0x7FFFFFu) | 0x800000u;
-    const std::uint32_t shift = 126u - e;  // 14 + (113 - e) - 1 + ... : value = sig * 2^(e-150)
+    const std::uint32_t shift = 126u - e;  // value = sig * 2^(e - 150); units of 2^-24: sig >> (126 - e)
     std::uint32_t units = sig >> shift;
     const std::uint32_t rest = sig & ((1u << shift) - 1u);
     const std::uint32_t half = 1u << (shift - 1u);

@@ -117,6 +117,8 @@ using DeviceError = int;
 constexpr DeviceError kDeviceSuccess = 0;
 inline const char* deviceErrorString(DeviceError) { return "no device runtime"; }
 inline DeviceError deviceLastError() { return 0; }
+/// Host-only builds never reach a device memset (no launcher exists there).
+inline DeviceError deviceMemsetAsync(void*, int, std::size_t, Stream) { return 1; }
 #endif
 
 /// What the layout policy needs to know about a device. Filled from the
@@ -157,6 +159,15 @@ inline DeviceError queryDevice(int device, DeviceInfo& info) {
   info.multiProcessorCount = sms;
 #endif
   return kDeviceSuccess;
+}
+
+/// Asynchronous memset of device memory on `stream`.
+inline DeviceError deviceMemsetAsync(void* ptr, int value, std::size_t bytes, Stream stream) {
+#if defined(FP8SCALE_PLATFORM_HIP)
+  return hipMemsetAsync(ptr, value, bytes, stream);
+#else
+  return cudaMemsetAsync(ptr, value, bytes, stream);
+#endif
 }
 
 /// Launches `kernel<<<grid, block, smem, stream>>>(args...)` and returns the

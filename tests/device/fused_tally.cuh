@@ -14,7 +14,7 @@ namespace fp8scale::test {
 /// Differences against the reference, accumulated over a suite and printed.
 struct FusedTally {
   std::size_t elements = 0, differing = 0, beyondOneStep = 0, scales = 0, scalesDiffering = 0;
-  std::size_t ue8m0ScalesDiffering = 0, failures = 0;
+  std::size_t failures = 0;
   double worstScaleRel = 0.0;
   void print(const char* what) const {
     std::printf("[ %s ] %zu fp8 values: %zu (%.4f%%) differ from the host reference, %zu by more than one step; "
@@ -28,8 +28,8 @@ struct FusedTally {
 // step; at most 1% of elements differ. fp32-rule scales within a relative
 // bound per producer (their last bits differ often: amax goes through exp or
 // rsqrt and a differently ordered sum): SiLU 2^-19, RMSNorm 2^-16. UE8M0
-// scales equal, or a factor of 2 apart where amax sits on a power-of-two
-// boundary, for at most 1% of scales.
+// scales identical (a factor of 2 would move every value of the group by
+// eight fp8 steps).
 constexpr double kMaxDifferingFraction = 0.01;
 constexpr double kSiluMaxScaleRel = 1.0 / (1 << 19);
 constexpr double kRmsNormMaxScaleRel = 1.0 / (1 << 16);
@@ -57,9 +57,7 @@ void tallyFused(const ContractOutput& got, const std::vector<std::uint8_t>& refQ
     const double rel = std::fabs(double(got.rowMajorScale[i]) - refS[i]) / std::fabs(double(refS[i]));
     tally.worstScaleRel = std::max(tally.worstScaleRel, rel);
     if (std::is_same<Rule, ScaleUE8M0>::value) {
-      ++tally.ue8m0ScalesDiffering;
-      if (got.rowMajorScale[i] != 2.0f * refS[i] && 2.0f * got.rowMajorScale[i] != refS[i] && tally.failures++ < 3)
-        ADD_FAILURE() << "UE8M0 scale " << got.rowMajorScale[i] << " vs " << refS[i] << ": not a factor of 2";
+      if (tally.failures++ < 3) ADD_FAILURE() << "UE8M0 scale " << got.rowMajorScale[i] << " vs " << refS[i];
     } else if (!(rel <= maxScaleRel) && tally.failures++ < 3) {
       ADD_FAILURE() << "scale " << got.rowMajorScale[i] << " vs " << refS[i] << ": relative " << rel << " > "
                     << maxScaleRel;
@@ -69,7 +67,6 @@ void tallyFused(const ContractOutput& got, const std::vector<std::uint8_t>& refQ
 
 inline void expectFractionsWithinBounds(const FusedTally& t) {
   EXPECT_LE(static_cast<double>(t.differing), kMaxDifferingFraction * static_cast<double>(t.elements));
-  EXPECT_LE(static_cast<double>(t.ue8m0ScalesDiffering), kMaxDifferingFraction * static_cast<double>(t.scales) + 2.0);
   EXPECT_EQ(t.failures, 0u);
 }
 

@@ -104,9 +104,8 @@ inline std::size_t countBitDiffs(const std::vector<float>& a, const std::vector<
 }
 
 /// Position of an fp8 code on the number line as an integer, so that
-/// neighbouring values differ by 1 (sign-magnitude -> ordered).
-template <class Format>
-int fp8Ordinal(std::uint8_t b) {
+/// neighbouring values differ by 1 (sign-magnitude -> ordered; both formats).
+inline int fp8Ordinal(std::uint8_t b) {
   const int mag = b & 0x7F;
   return (b & 0x80) ? -mag : mag;
 }
@@ -124,7 +123,7 @@ std::size_t countFp8StepDiffs(const std::vector<std::uint8_t>& dev, const std::v
     ++diff;
     const bool devNaN = std::isnan(decode<Format>(dev[i]));
     const bool refNaN = std::isnan(decode<Format>(ref[i]));
-    if (devNaN || refNaN || std::abs(fp8Ordinal<Format>(dev[i]) - fp8Ordinal<Format>(ref[i])) > 1) ++beyondOneStep;
+    if (devNaN || refNaN || std::abs(fp8Ordinal(dev[i]) - fp8Ordinal(ref[i])) > 1) ++beyondOneStep;
   }
   return diff;
 }
@@ -144,8 +143,9 @@ struct ContractOutput {
 template <class Format, class Launch>
 ContractOutput checkTransposeContract(index_t M, index_t K, int groupSize, index_t ld, const Launch& launch) {
   const index_t G = K / groupSize;
+  const index_t ldq = K + 32;  // padded fp8 rows: the gap must stay untouched
   ContractOutput out;
-  DeviceBuffer<std::uint8_t> qRow(M * K + 16), qCol(M * K + 16);
+  DeviceBuffer<std::uint8_t> qRow(M * ldq + 16), qCol(M * ldq + 16);
   DeviceBuffer<float> sRow(M * G + 1), sCol(G * ld + 1), sMat(G * ld + 1);
   qRow.poison(kGarbage);
   qCol.poison(kGarbage);
@@ -153,8 +153,8 @@ ContractOutput checkTransposeContract(index_t M, index_t K, int groupSize, index
   sCol.poison(kGarbage);
   sMat.poison(kGarbage);
 
-  auto row = launch(Fp8Matrix<Format>{qRow.get(), M, K, K}, rowMajorView(sRow.get(), M, G).value());
-  auto col = launch(Fp8Matrix<Format>{qCol.get(), M, K, K}, colMajorView(sCol.get(), M, G, ld).value());
+  auto row = launch(Fp8Matrix<Format>{qRow.get(), M, K, ldq}, rowMajorView(sRow.get(), M, G).value());
+  auto col = launch(Fp8Matrix<Format>{qCol.get(), M, K, ldq}, colMajorView(sCol.get(), M, G, ld).value());
   EXPECT_TRUE(row.isOk()) << row.status().message();
   EXPECT_TRUE(col.isOk()) << col.status().message();
   if (!row.isOk() || !col.isOk()) return out;
@@ -167,18 +167,29 @@ ContractOutput checkTransposeContract(index_t M, index_t K, int groupSize, index
   EXPECT_TRUE(mat.isOk()) << mat.status().message();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
-  out.q = qRow.download();
+  // fp8 rows: equal between the runs; the row gaps and the tail untouched.
+  const std::vector<std::uint8_t> q1 = qRow.download(), q2 = qCol.download();
   out.q.resize(M * K);
-  std::vector<std::uint8_t> q2 = qCol.download();
-  q2.resize(M * K);
-  std::size_t qDiffs = 0;
-  for (std::size_t i = 0; i < q2.size(); ++i) qDiffs += q2[i] != out.q[i];
+  std::size_t qDiffs = 0, gapWrites = 0;
+  for (index_t m = 0; m < M; ++m) {
+    for (index_t k = 0; k < K; ++k) {
+      out.q[m * K + k] = q1[m * ldq + k];
+      qDiffs += q1[m * ldq + k] != q2[m * ldq + k];
+    }
+    for (index_t k = K; k < ldq; ++k) gapWrites += (q1[m * ldq + k] != kGarbage) + (q2[m * ldq + k] != kGarbage);
+  }
+  for (index_t i = M * ldq; i < M * ldq + 16; ++i) gapWrites += (q1[i] != kGarbage) + (q2[i] != kGarbage);
   EXPECT_EQ(qDiffs, 0u) << "fp8 data differs between TRANSPOSE_SCALE true and false";
-  out.rowMajorScale = sRow.download();
-  out.rowMajorScale.resize(M * G);
+  EXPECT_EQ(gapWrites, 0u) << "a producer wrote outside its [M, K] rows of q";
+
+  const std::vector<float> rowScales = sRow.download();
+  out.rowMajorScale.assign(rowScales.begin(), rowScales.begin() + M * G);
+  unsigned char tailByte;
+  std::memcpy(&tailByte, &rowScales.back(), 1);
+  EXPECT_EQ(tailByte, kGarbage) << "the producer wrote past the row-major scales";
 
   // Materialized (or aliased, when materialize was a no-op) [G][ld] bytes.
-  std::vector<float> materialized = mat.value().data() == sRow.get() ? sRow.download() : sMat.download();
+  std::vector<float> materialized = mat.value().data() == sRow.get() ? rowScales : sMat.download();
   materialized.resize(G * ld);
   std::vector<float> transposed = sCol.download();
   const float tail = transposed.back();
@@ -194,7 +205,6 @@ ContractOutput checkTransposeContract(index_t M, index_t K, int groupSize, index
     }
   EXPECT_EQ(scaleDiffs, 0u) << "scales differ from row-major + materialize";
   EXPECT_EQ(paddingDiffs, 0u) << "padding slots not zeroed";
-  unsigned char tailByte;
   std::memcpy(&tailByte, &tail, 1);
   EXPECT_EQ(tailByte, kGarbage) << "the producer wrote past G * ld";
   return out;

@@ -79,6 +79,49 @@ TEST_F(GroupQuantDeviceShapes, HeadMajorInputEqualsItsDenseCopy) {
   EXPECT_EQ(countBitDiffs(s, got.rowMajorScale), 0u);
 }
 
+// sglang's DeepSeek o_proj input: the batched attention output [H, M, D]
+// viewed as [M, H, D] (tokenStride = D, headStride = M * D), no copy.
+TEST_F(GroupQuantDeviceShapes, TransposedHeadMajorInputEqualsItsDenseCopy) {
+  for (index_t M : {1, 17, 129}) {
+    const index_t H = 16, D = 128, K = H * D;
+    const auto hmd = makeActivations<BFloat16>(H * M, D, D, static_cast<unsigned>(M), 448.0f);  // [H, M, D]
+    std::vector<BFloat16> dense(M * K);
+    for (index_t m = 0; m < M; ++m)
+      for (index_t h = 0; h < H; ++h)
+        for (index_t d = 0; d < D; ++d) dense[m * K + h * D + d] = hmd[(h * M + m) * D + d];
+    DeviceBuffer<BFloat16> dx(hmd.size());
+    dx.upload(hmd);
+    QuantOptions opt;
+    opt.rule = ScaleRule::kUE8M0;
+    const auto in = GroupQuantInput<BFloat16>::headMajor(dx.get(), M, H, D, D, M * D);
+    const ContractOutput got = checkTransposeContract<E4M3FN>(M, K, 128, alignUp(M, 4), [&](auto q, auto scale) {
+      return groupQuant<E4M3FN>(in, q, scale, opt, nullptr);
+    });
+    std::vector<std::uint8_t> q(M * K);
+    std::vector<float> s(M * (K / 128));
+    ASSERT_TRUE((reference::groupQuant<E4M3FN, ScaleUE8M0>(dense.data(), M, K, K, 128,
+                                                            Fp8Matrix<E4M3FN>{q.data(), M, K, K},
+                                                            rowMajorView(s.data(), M, K / 128).value())));
+    EXPECT_TRUE(q == got.q) << "M=" << M;
+    EXPECT_EQ(countBitDiffs(s, got.rowMajorScale), 0u) << "M=" << M;
+  }
+}
+
+// M == 0 with a column-major view of ld > 0 (a graph's preallocated buffer):
+// every slot is padding and is cleared, with no kernel launched.
+TEST_F(GroupQuantDeviceShapes, EmptyBatchClearsAPaddedColumnMajorBuffer) {
+  const index_t G = 56, ld = 8;
+  DeviceBuffer<float> ds(G * ld);
+  ds.poison(kGarbage);
+  QuantOptions opt;
+  auto r = groupQuant<E4M3FN>(GroupQuantInput<BFloat16>::matrix(nullptr, 0, 7168, 7168),
+                              Fp8Matrix<E4M3FN>{nullptr, 0, 7168, 7168}, colMajorView(ds.get(), 0, G, ld).value(), opt,
+                              nullptr);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  for (float v : ds.download()) ASSERT_EQ(v, 0.0f);
+}
+
 TEST_F(GroupQuantDeviceShapes, BadArgumentsAreRefusedByNameAndNothingRuns) {
   const index_t M = 4, K = 512;
   DeviceBuffer<BFloat16> dx(M * (K + 8) + 8);
@@ -97,7 +140,13 @@ TEST_F(GroupQuantDeviceShapes, BadArgumentsAreRefusedByNameAndNothingRuns) {
   EXPECT_STREQ(st.argument(), "ldx");
   // An input pointer off a 16-byte boundary.
   st = run(GroupQuantInput<BFloat16>::matrix(dx.get() + 1, M, K, K), q, sv, opt);
+  EXPECT_EQ(st.code(), StatusCode::kMisaligned);
   EXPECT_STREQ(st.argument(), "x");
+  // A scale view whose ld is below its layout's minimum (built unchecked).
+  st = run(GroupQuantInput<BFloat16>::matrix(dx.get(), M, K, K), q,
+           ScaleView<float, ColMajor>::fromValidated(ds.get(), M, 4, ColMajor{M - 1}), opt);
+  EXPECT_EQ(st.code(), StatusCode::kLdTooSmall);
+  EXPECT_STREQ(st.argument(), "scale");
   // An output pointer with another alignment than the input's.
   st = run(GroupQuantInput<BFloat16>::matrix(dx.get(), M, K, K), Fp8Matrix<E4M3FN>{dq.get() + 8, M, K, K}, sv, opt);
   EXPECT_EQ(st.code(), StatusCode::kMisaligned);
@@ -131,7 +180,7 @@ TEST_F(GroupQuantDeviceShapes, BadArgumentsAreRefusedByNameAndNothingRuns) {
 // 64-bit indexing: with M * K > 2^31 elements, the last row is quantized
 // exactly like the same row alone.
 TEST_F(GroupQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
-  const index_t K = 7168, M = (index_t{1} << 31) / K + 2;  // 299594 rows, 2.147e9 + elements
+  const index_t K = 7168, M = (index_t{1} << 31) / K + 2;  // 299595 rows: 2,147,496,960 > 2^31 elements
   ASSERT_GT(M * K, index_t{1} << 31);
   DeviceBuffer<BFloat16> dx(M * K);
   DeviceBuffer<std::uint8_t> dq(M * K);

@@ -64,7 +64,7 @@ TEST_F(SiluClampQuantDeviceShapes, SiluRefusesShortRowsAndPartialGroups) {
                               nullptr)
            .status();
   EXPECT_EQ(st.code(), StatusCode::kInvalidShape);
-  EXPECT_STREQ(st.argument(), "K");
+  EXPECT_STREQ(st.argument(), "I");
 }
 
 }  // namespace

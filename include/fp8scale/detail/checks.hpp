@@ -44,8 +44,42 @@ struct QuantArgs {
   const void* scale = nullptr;
   index_t scaleRows = 0;
   index_t scaleCols = 0;
+  index_t scaleLd = 0;       ///< the view's ld
+  index_t scaleMinLd = 0;    ///< its layout's minimum (RowMajor: G, ColMajor: M)
   int groupSize = 0;
+  const char* colsName = "K";  ///< how the producer calls its column count
 };
+
+/// Fills the scale fields of `a` from a RowMajor or ColMajor view.
+template <class Layout>
+void setScale(QuantArgs& a, const ScaleView<float, Layout>& scale) {
+  a.scale = scale.data();
+  a.scaleRows = scale.rows();
+  a.scaleCols = scale.cols();
+  a.scaleLd = scale.ld();
+  a.scaleMinLd = Layout::minLd(scale.rows(), scale.cols());
+}
+
+/// QuantArgs of a producer writing q and scale from an input of `rows` x
+/// `cols` elements of `inputBytes` with row stride `ldx`.
+template <class Format, class Layout>
+QuantArgs quantArgs(const void* x, index_t rows, index_t cols, index_t ldx, int inputBytes, const Fp8Matrix<Format>& q,
+                    const ScaleView<float, Layout>& scale, int groupSize) {
+  QuantArgs a;
+  a.x = x;
+  a.rows = rows;
+  a.cols = cols;
+  a.ldx = ldx;
+  a.inputBytes = inputBytes;
+  a.q = q.data;
+  a.ldq = q.ld;
+  setScale(a, scale);
+  a.groupSize = groupSize;
+  return a;
+}
+
+/// The largest grid x-dimension a launcher asks for.
+constexpr index_t kMaxGridBlocks = 2147483647;
 
 /// Checks, in this order: group size; shape (M >= 0, K >= 0, K % groupSize);
 /// leading dimensions; the scale view's extents; then, only when M > 0, null
@@ -58,9 +92,9 @@ inline Status checkQuantArgs(const char* fn, const QuantArgs& a, int inputVector
     return Status::error(StatusCode::kUnsupportedGroupSize, fn, "groupSize", "supported group sizes are 32, 64, 128",
                          a.groupSize);
   if (a.rows < 0) return Status::error(StatusCode::kInvalidShape, fn, "M", "extent is negative", a.rows);
-  if (a.cols < 0) return Status::error(StatusCode::kInvalidShape, fn, "K", "extent is negative", a.cols);
+  if (a.cols < 0) return Status::error(StatusCode::kInvalidShape, fn, a.colsName, "extent is negative", a.cols);
   if (a.cols % a.groupSize != 0)
-    return Status::error(StatusCode::kInvalidShape, fn, "K", "K is not a multiple of the group size", a.cols,
+    return Status::error(StatusCode::kInvalidShape, fn, a.colsName, "not a multiple of the group size", a.cols,
                          a.groupSize);
   if (a.ldx < a.cols) return Status::error(StatusCode::kLdTooSmall, fn, "ldx", "input row stride is smaller than K", a.ldx, a.cols);
   if (a.ldq < a.cols) return Status::error(StatusCode::kLdTooSmall, fn, "ldq", "output row stride is smaller than K", a.ldq, a.cols);
@@ -69,6 +103,9 @@ inline Status checkQuantArgs(const char* fn, const QuantArgs& a, int inputVector
   if (a.scaleCols != a.cols / a.groupSize)
     return Status::error(StatusCode::kInvalidShape, fn, "scale", "scale view cols differ from K / groupSize",
                          a.scaleCols, a.cols / a.groupSize);
+  if (a.scaleLd < a.scaleMinLd)
+    return Status::error(StatusCode::kLdTooSmall, fn, "scale", "scale view ld is below its layout's minimum",
+                         a.scaleLd, a.scaleMinLd);
   if (a.rows == 0 || a.cols == 0) return Status::ok();
   if (a.x == nullptr) return Status::error(StatusCode::kNullPointer, fn, "x", "null input with M > 0");
   if (a.q == nullptr) return Status::error(StatusCode::kNullPointer, fn, "q", "null fp8 output with M > 0");

@@ -40,8 +40,7 @@ template <class Format>
 inline Status checkQuantOptions(const char* fn, const QuantOptions& o, float& fmax) {
   fmax = o.fmax == 0.0f ? Format::kMax : o.fmax;
   if (!(fmax > 0.0f) || fmax > Format::kMax)
-    return Status::error(StatusCode::kInvalidValue, fn, "fmax", "must be in (0, format max]",
-                         static_cast<std::int64_t>(o.fmax), static_cast<std::int64_t>(Format::kMax));
+    return Status::error(StatusCode::kInvalidValue, fn, "fmax", "must be in (0, format max] (448 e4m3fn, 240 e4m3fnuz)");
   if (!(o.eps > 0.0f)) return Status::error(StatusCode::kInvalidValue, fn, "eps", "must be > 0");
   if (o.rule != ScaleRule::kFp32 && o.rule != ScaleRule::kUE8M0)
     return Status::error(StatusCode::kInvalidValue, fn, "rule", "unknown scale rule", static_cast<int>(o.rule));
@@ -82,19 +81,47 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float quantizeGroupSlice(float (&v)[kN], st
   return s;
 }
 
-/// Writes scale (m, g) through the view. A column-major view's padding slots
-/// [M, ld) of column g are written 0 by the thread that owns row M - 1, so no
-/// slot is ever left to the allocator.
+/// Writes scale (m, g) through the view (called by one lane of the group).
 template <class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layout>& scale, index_t m, index_t g,
                                                      float s) {
-  scale(m, g) = s;
+  scale(m, g) = s;  // (M, G)
+}
+
+/// A column-major view's padding slots [M, ld) of column g are written 0 by
+/// the kLanes lanes of the group that owns row M - 1, lane-strided, so no slot
+/// is left to the allocator. Nothing for row-major views.
+template <int kLanes, class Layout>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePadding(const ScaleView<float, Layout>& scale, index_t m,
+                                                           index_t g, int lane) {
   if constexpr (Layout::kColumnMajor) {
     if (m == scale.rows() - 1) {
-      for (index_t p = scale.rows(); p < scale.ld(); ++p) scale.data()[g * scale.ld() + p] = 0.0f;
+      float* column = scale.data() + g * scale.ld();  // [G][ld], slots [M, ld)
+      for (index_t p = scale.rows() + lane; p < scale.ld(); p += kLanes) column[p] = 0.0f;
     }
   }
 }
+
+#endif  // FP8SCALE_HAS_DEVICE
+
+/// M == 0 with a column-major view of ld > 0: the whole [G][ld] buffer is
+/// padding, cleared with one memset (no kernel). Nothing otherwise.
+template <class Layout>
+inline Status clearEmptyScalePadding(const char* fn, const ScaleView<float, Layout>& scale, Stream stream) {
+  if constexpr (Layout::kColumnMajor) {
+    if (scale.rows() == 0 && scale.cols() > 0 && scale.ld() > 0) {
+      const DeviceError e = deviceMemsetAsync(scale.data(), 0, static_cast<std::size_t>(scale.cols() * scale.ld()) *
+                                                                   sizeof(float), stream);
+      if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
+    }
+  }
+  (void)fn;
+  (void)scale;
+  (void)stream;
+  return Status::ok();
+}
+
+#if defined(FP8SCALE_HAS_DEVICE)
 
 #endif  // FP8SCALE_HAS_DEVICE
 

@@ -25,7 +25,11 @@
 namespace fp8scale {
 
 /// The input of group quant: element (m, k) with k = h * D + d lives at
-/// x[m * tokenStride + h * headStride + d]. A plain matrix is H = 1.
+/// x[m * tokenStride + h * headStride + d]. A plain matrix is H = 1. With
+/// H > 1 the strides are free (the input is only read): [M, H, D] row-major
+/// (tokenStride = H * D, headStride = D) and the transposed [H, M, D] of a
+/// batched attention output (tokenStride = D, headStride = M * D) are both
+/// legal; both must be multiples of the 16-byte vector in bytes.
 template <class In>
 struct GroupQuantInput {
   const In* x = nullptr;
@@ -51,28 +55,28 @@ struct GroupTilePolicy {
   static constexpr int kThreads = 256;
   static constexpr int kLoadsPerThread = 2;
   static constexpr int kElems = kLoadsPerThread * detail::kVecElems<In>;  // values per thread
-  /// Scales per 32-byte sector: the tile edge along the scale layout's
+  /// fp32 scales per 32-byte sector: the tile edge along the scale layout's
   /// contiguous dimension.
   static constexpr int kSectorScales = 8;
 };
 
 namespace detail {
 
-/// Picks the (rows x groups) tile of one block: kGroupsPerBlock slots, the
-/// contiguous scale dimension 8 wide when the shape allows.
+/// Picks the (rows x groups) tile of one block: groupsPerBlock slots, the
+/// scale layout's contiguous dimension `sector` wide when the shape allows.
 template <bool TRANSPOSE_SCALE>
-inline void chooseTile(int groupsPerBlock, index_t G, int& tileRows, int& tileGroups) {
+inline void chooseTile(int groupsPerBlock, int sector, index_t G, int& tileRows, int& tileGroups) {
   int fitG = 1;
   while (fitG < G && fitG < groupsPerBlock) fitG *= 2;  // next power of two >= G, capped
   if (TRANSPOSE_SCALE) {
-    tileRows = groupsPerBlock >= 8 ? 8 : groupsPerBlock;
+    tileRows = groupsPerBlock >= sector ? sector : groupsPerBlock;
     tileGroups = groupsPerBlock / tileRows;
     if (tileGroups > fitG) {
       tileGroups = fitG;
       tileRows = groupsPerBlock / tileGroups;
     }
   } else {
-    tileGroups = fitG < 8 ? fitG : 8;
+    tileGroups = fitG < sector ? fitG : sector;
     tileRows = groupsPerBlock / tileGroups;
   }
 }
@@ -122,6 +126,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
   // Reduce, scale, convert, store
   const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(m, k), fmax, eps);
   if (lane == 0) storeScale(scale, m, g, s);  // (M, G)
+  zeroScalePadding<kLanes>(scale, m, g, lane);
 }
 
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE>
@@ -133,18 +138,48 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
       PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale, fmax, eps, tileRows, tileGroups, groupTiles);
 }
 
+/// groupQuantKernel for a rule and group size, in the form launchGroupTile takes.
+template <class In, class Format, bool TRANSPOSE_SCALE>
+struct GroupQuantKernelFor {
+  template <class Rule, int kGroup>
+  struct Of {
+    static auto kernel() { return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE>; }
+  };
+};
+
 /// Grid size and tile of a group-tile launch; kInvalidShape past the grid limit.
 template <class In, bool TRANSPOSE_SCALE>
 inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int groupSize, dim3& grid, int& tileRows,
                             int& tileGroups, index_t& groupTiles) {
   const int groupsPerBlock = GroupTilePolicy<In>::kThreads / (groupSize / GroupTilePolicy<In>::kElems);
-  chooseTile<TRANSPOSE_SCALE>(groupsPerBlock, groups, tileRows, tileGroups);
+  chooseTile<TRANSPOSE_SCALE>(groupsPerBlock, GroupTilePolicy<In>::kSectorScales, groups, tileRows, tileGroups);
   groupTiles = (groups + tileGroups - 1) / tileGroups;
   const index_t blocks = ((rows + tileRows - 1) / tileRows) * groupTiles;
-  if (blocks > 2147483647)
+  if (blocks > kMaxGridBlocks)
     return Status::error(StatusCode::kInvalidShape, fn, "M", "too many groups for one launch", rows);
   grid = dim3(static_cast<unsigned>(blocks));
   return Status::ok();
+}
+
+/// The launch shared by the group-tile producers: grid and tile, then the
+/// rule x group-size dispatch to KernelFor<Rule, kGroup>::kernel(), called
+/// with (args..., eps, tileRows, tileGroups, groupTiles).
+template <class In, bool TRANSPOSE_SCALE, template <class, int> class KernelFor, class... Args>
+Status launchGroupTile(const char* fn, index_t rows, index_t groups, const QuantOptions& opt, Stream stream,
+                       Args... args) {
+  dim3 grid;
+  int tileRows = 0, tileGroups = 0;
+  index_t groupTiles = 0;
+  if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, grid, tileRows, tileGroups,
+                                                    groupTiles);
+      !s)
+    return s;
+  return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
+    const DeviceError e = launchKernel(KernelFor<decltype(rule), decltype(group)::value>::kernel(), grid,
+                                       dim3(GroupTilePolicy<In>::kThreads), 0, stream, args..., opt.eps, tileRows,
+                                       tileGroups, groupTiles);
+    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);
+  });
 }
 
 #endif  // FP8SCALE_HAS_DEVICE
@@ -156,35 +191,26 @@ Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8M
   if (Status s = checkQuantOptions<Format>(fn, opt, fmax); !s) return s;
   if (in.heads < 1) return Status::error(StatusCode::kInvalidShape, fn, "heads", "must be >= 1", in.heads);
   if (in.headDim < 0) return Status::error(StatusCode::kInvalidShape, fn, "headDim", "extent is negative", in.headDim);
+  QuantArgs a = quantArgs(in.x, in.rows, in.cols(), in.tokenStride, static_cast<int>(sizeof(In)), q, scale,
+                          opt.groupSize);
   if (in.heads > 1) {
     if (isSupportedGroupSize(opt.groupSize) && in.headDim % opt.groupSize != 0)
       return Status::error(StatusCode::kInvalidShape, fn, "headDim", "a group may not straddle two heads", in.headDim,
                            opt.groupSize);
-    if (in.headStride < in.headDim)
-      return Status::error(StatusCode::kLdTooSmall, fn, "headStride", "head stride is smaller than the head dim",
-                           in.headStride, in.headDim);
-    const index_t rowSpan = (in.heads - 1) * in.headStride + in.headDim;
-    if (in.tokenStride < rowSpan)
-      return Status::error(StatusCode::kLdTooSmall, fn, "tokenStride", "rows would overlap", in.tokenStride, rowSpan);
-    if (in.rows > 0 && (in.headStride * static_cast<index_t>(sizeof(In))) % 16 != 0)
+    if (in.tokenStride < 0 || in.headStride < 0)
+      return Status::error(StatusCode::kInvalidShape, fn, in.tokenStride < 0 ? "tokenStride" : "headStride",
+                           "stride is negative", in.tokenStride < 0 ? in.tokenStride : in.headStride);
+    if (in.rows > 0 && (in.headStride * a.inputBytes) % 16 != 0)
       return Status::error(StatusCode::kMisaligned, fn, "headStride",
                            "head stride in bytes is not a multiple of the 16-byte vector load", in.headStride, 16);
+    if (in.rows > 0 && (in.tokenStride * a.inputBytes) % 16 != 0)
+      return Status::error(StatusCode::kMisaligned, fn, "tokenStride",
+                           "token stride in bytes is not a multiple of the 16-byte vector load", in.tokenStride, 16);
+    a.ldx = a.cols;  // checked above; with free strides, rows may interleave
   }
-  QuantArgs a;
-  a.x = in.x;
-  a.rows = in.rows;
-  a.cols = in.cols();
-  a.ldx = in.tokenStride;
-  a.inputBytes = static_cast<int>(sizeof(In));
-  a.q = q.data;
-  a.ldq = q.ld;
-  a.scale = scale.data();
-  a.scaleRows = scale.rows();
-  a.scaleCols = scale.cols();
-  a.groupSize = opt.groupSize;
   if (q.rows != in.rows || q.cols != in.cols())
-    return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from the input's", q.cols,
-                         in.cols());
+    return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from the input's (M, K)",
+                         q.rows != in.rows ? q.rows : q.cols, q.rows != in.rows ? in.rows : in.cols());
   return checkQuantArgs(fn, a, 16, GroupTilePolicy<In>::kElems);
 }
 
@@ -217,22 +243,13 @@ Result<QuantizedTensor<Format, Layout>> groupQuant(const GroupQuantInput<In>& in
   if (Status s = detail::checkGroupQuant("groupQuant", in, q, scale, opt, fmax); !s) return s;
   QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
   const index_t groups = in.cols() / opt.groupSize;
-  if (in.rows == 0 || groups == 0) return out;
-  dim3 grid;
-  int tileRows = 0, tileGroups = 0;
-  index_t groupTiles = 0;
-  if (Status s = detail::groupTileGrid<In, TRANSPOSE_SCALE>("groupQuant", in.rows, groups, opt.groupSize, grid, tileRows,
-                                                    tileGroups, groupTiles);
-      !s)
-    return s;
-  const Status launched = detail::dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    using Rule = decltype(rule);
-    constexpr int kGroup = decltype(group)::value;
-    const DeviceError e = launchKernel(detail::groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE>, grid,
-                                       dim3(GroupTilePolicy<In>::kThreads), 0, stream, in, q, scale, fmax, opt.eps,
-                                       tileRows, tileGroups, groupTiles);
-    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("groupQuant", e);
-  });
+  if (in.rows == 0 || groups == 0) {
+    if (Status s = detail::clearEmptyScalePadding("groupQuant", scale, stream); !s) return s;
+    return out;
+  }
+  const Status launched =
+      detail::launchGroupTile<In, TRANSPOSE_SCALE, detail::GroupQuantKernelFor<In, Format, TRANSPOSE_SCALE>::template Of>(
+          "groupQuant", in.rows, groups, opt, stream, in, q, scale, fmax);
   if (!launched) return launched;
   return out;
 }

@@ -38,8 +38,8 @@ struct RmsNormQuantInput {
 /// vectors of the row in registers. Rows up to kSmallThreads * kSmallVecs
 /// vectors (7168 and 8192 bf16 columns) run 256-thread blocks of 4 vectors a
 /// thread (66 registers on sm_90: three blocks per SM; capping at 64 for a
-/// fourth spills); longer rows up to kMaxCols
-/// run 512 threads of 8 vectors.
+/// fourth spills); longer rows up to kMaxCols run 512 threads of 8 vectors
+/// (128 registers on sm_90: one block per SM).
 template <class In>
 struct RmsNormPolicy {
   static constexpr int kSmallThreads = 256;
@@ -104,7 +104,9 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRow(const RmsNormQuantInpu
       if (in.normOut != nullptr) storeVec(in.normOut + m * in.ldNormOut + v * kVE, h[i]);
       const float s = quantizeGroupSlice<Format, Rule, kLanes, kVE>(h[i], &q(m, static_cast<index_t>(v) * kVE), fmax,
                                                                     eps);
-      if (t % kLanes == 0) storeScale(scale, m, static_cast<index_t>(v) * kVE / kGroup, s);  // (M, G)
+      const index_t g = static_cast<index_t>(v) * kVE / kGroup;
+      if (t % kLanes == 0) storeScale(scale, m, g, s);  // (M, G)
+      zeroScalePadding<kLanes>(scale, m, g, t % kLanes);
     }
   }
 }
@@ -127,20 +129,10 @@ Status checkRmsNormQuant(const char* fn, const RmsNormQuantInput<In>& in, const 
                          RmsNormPolicy<In>::kMaxCols);
   if (!(in.normEps >= 0.0f)) return Status::error(StatusCode::kInvalidValue, fn, "normEps", "must be >= 0");
   if (q.rows != in.rows || q.cols != in.cols)
-    return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from the input's", q.cols,
-                         in.cols);
-  QuantArgs a;
-  a.x = in.x;
-  a.rows = in.rows;
-  a.cols = in.cols;
-  a.ldx = in.ldx;
-  a.inputBytes = static_cast<int>(sizeof(In));
-  a.q = q.data;
-  a.ldq = q.ld;
-  a.scale = scale.data();
-  a.scaleRows = scale.rows();
-  a.scaleCols = scale.cols();
-  a.groupSize = opt.groupSize;
+    return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from the input's (M, K)",
+                         q.rows != in.rows ? q.rows : q.cols, q.rows != in.rows ? in.rows : in.cols);
+  const QuantArgs a = quantArgs(in.x, in.rows, in.cols, in.ldx, static_cast<int>(sizeof(In)), q, scale,
+                                opt.groupSize);
   if (Status s = checkQuantArgs(fn, a, 16, kVecElems<In>); !s) return s;
   if (in.rows == 0 || in.cols == 0) return Status::ok();
   if (in.weight == nullptr) return Status::error(StatusCode::kNullPointer, fn, "weight", "null weight with M > 0");
@@ -189,8 +181,11 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
   float fmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant("rmsNormQuant", in, q, scale, opt, fmax); !s) return s;
   QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
-  if (in.rows == 0 || in.cols == 0) return out;
-  if (in.rows > 2147483647)
+  if (in.rows == 0 || in.cols == 0) {
+    if (Status s = detail::clearEmptyScalePadding("rmsNormQuant", scale, stream); !s) return s;
+    return out;
+  }
+  if (in.rows > detail::kMaxGridBlocks)
     return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
   const index_t vecs = in.cols / detail::kVecElems<In>;
   const bool small = vecs <= static_cast<index_t>(Policy::kSmallThreads) * Policy::kSmallVecs;

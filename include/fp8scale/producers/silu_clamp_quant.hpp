@@ -76,6 +76,15 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
       groupTiles);
 }
 
+/// siluClampQuantKernel for a rule and group size, in the form launchGroupTile takes.
+template <class In, class Format, bool TRANSPOSE_SCALE>
+struct SiluClampQuantKernelFor {
+  template <class Rule, int kGroup>
+  struct Of {
+    static auto kernel() { return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE>; }
+  };
+};
+
 #endif  // FP8SCALE_HAS_DEVICE
 
 template <class Format, class In, class Layout>
@@ -89,20 +98,11 @@ Status checkSiluClampQuant(const char* fn, const SiluClampInput<In>& in, const F
                          2 * in.intermediate);
   if (!(in.limit == in.limit)) return Status::error(StatusCode::kInvalidValue, fn, "limit", "is NaN");
   if (q.rows != in.rows || q.cols != in.intermediate)
-    return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from (M, I)", q.cols,
-                         in.intermediate);
-  QuantArgs a;
-  a.x = in.x;
-  a.rows = in.rows;
-  a.cols = in.intermediate;
-  a.ldx = in.ldx;
-  a.inputBytes = static_cast<int>(sizeof(In));
-  a.q = q.data;
-  a.ldq = q.ld;
-  a.scale = scale.data();
-  a.scaleRows = scale.rows();
-  a.scaleCols = scale.cols();
-  a.groupSize = opt.groupSize;
+    return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from (M, I)",
+                         q.rows != in.rows ? q.rows : q.cols, q.rows != in.rows ? in.rows : in.intermediate);
+  QuantArgs a = quantArgs(in.x, in.rows, in.intermediate, in.ldx, static_cast<int>(sizeof(In)), q, scale,
+                          opt.groupSize);
+  a.colsName = "I";
   // The up half starts I elements in; I is a multiple of the group size (>= 32),
   // so it is as aligned as the gate half.
   return checkQuantArgs(fn, a, 16, GroupTilePolicy<In>::kElems);
@@ -127,22 +127,13 @@ Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>&
   if (Status s = detail::checkSiluClampQuant("siluClampQuant", in, q, scale, opt, fmax); !s) return s;
   QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
   const index_t groups = in.intermediate / opt.groupSize;
-  if (in.rows == 0 || groups == 0) return out;
-  dim3 grid;
-  int tileRows = 0, tileGroups = 0;
-  index_t groupTiles = 0;
-  if (Status s = detail::groupTileGrid<In, TRANSPOSE_SCALE>("siluClampQuant", in.rows, groups, opt.groupSize, grid,
-                                                            tileRows, tileGroups, groupTiles);
-      !s)
-    return s;
-  const Status launched = detail::dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    using Rule = decltype(rule);
-    constexpr int kGroup = decltype(group)::value;
-    const DeviceError e = launchKernel(detail::siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE>, grid,
-                                       dim3(GroupTilePolicy<In>::kThreads), 0, stream, in, q, scale, fmax, opt.eps,
-                                       tileRows, tileGroups, groupTiles);
-    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("siluClampQuant", e);
-  });
+  if (in.rows == 0 || groups == 0) {
+    if (Status s = detail::clearEmptyScalePadding("siluClampQuant", scale, stream); !s) return s;
+    return out;
+  }
+  const Status launched = detail::launchGroupTile<In, TRANSPOSE_SCALE,
+                                                  detail::SiluClampQuantKernelFor<In, Format, TRANSPOSE_SCALE>::template Of>(
+      "siluClampQuant", in.rows, groups, opt, stream, in, q, scale, fmax);
   if (!launched) return launched;
   return out;
 }

@@ -16,14 +16,20 @@
 namespace fp8scale {
 namespace reference {
 
-/// SiLU-clamp quant of `in` into q[M, I] and scale (M, I / groupSize).
-template <class Format, class Rule, class In, class Layout>
-Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
-                      int groupSize, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
+/// The launcher options the references check their arguments with.
+inline QuantOptions referenceOptions(int groupSize, float fmax, float eps) {
   QuantOptions opt;
   opt.groupSize = groupSize;
   opt.fmax = fmax;
   opt.eps = eps;
+  return opt;
+}
+
+/// SiLU-clamp quant of `in` into q[M, I] and scale (M, I / groupSize).
+template <class Format, class Rule, class In, class Layout>
+Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+                      int groupSize, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
+  const QuantOptions opt = referenceOptions(groupSize, fmax, eps);
   float checkedFmax = 0.0f;
   if (Status s = detail::checkSiluClampQuant("reference::siluClampQuant", in, q, scale, opt, checkedFmax); !s)
     return s;
@@ -47,10 +53,7 @@ Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleVi
 template <class Format, class Rule, class In, class Layout>
 Status rmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                     int groupSize, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
-  QuantOptions opt;
-  opt.groupSize = groupSize;
-  opt.fmax = fmax;
-  opt.eps = eps;
+  const QuantOptions opt = referenceOptions(groupSize, fmax, eps);
   float checkedFmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant("reference::rmsNormQuant", in, q, scale, opt, checkedFmax); !s) return s;
   std::vector<float> h(static_cast<std::size_t>(in.cols));

@@ -53,18 +53,7 @@ void zeroScalePadding(ScaleView<float, Layout> scale) {
 template <class Format, class Rule, class InT, class Layout>
 Status groupQuant(const InT* x, index_t M, index_t K, index_t ldx, int groupSize, Fp8Matrix<Format> q,
                   ScaleView<float, Layout> scale, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
-  detail::QuantArgs a;
-  a.x = x;
-  a.rows = M;
-  a.cols = K;
-  a.ldx = ldx;
-  a.inputBytes = static_cast<int>(sizeof(InT));
-  a.q = q.data;
-  a.ldq = q.ld;
-  a.scale = scale.data();
-  a.scaleRows = scale.rows();
-  a.scaleCols = scale.cols();
-  a.groupSize = groupSize;
+  const detail::QuantArgs a = detail::quantArgs(x, M, K, ldx, static_cast<int>(sizeof(InT)), q, scale, groupSize);
   const Status s = detail::checkQuantArgs("reference::groupQuant", a, 1, 1);
   if (!s) return s;
   if (!(fmax > 0.0f)) return Status::error(StatusCode::kInvalidValue, "reference::groupQuant", "fmax", "must be > 0");
