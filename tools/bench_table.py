@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Markdown tables from bench_producers' Google Benchmark JSON.
+
+    python3 tools/bench_table.py benchmarks/results/h200_bench_producers.json
+
+For each producer and M: time per call for row-major and column-major scales,
+bandwidth (bytes read + written) as a ratio to the same run's fastest large
+copy, time as a ratio to copying the producer's input bytes, the column-major
+over row-major cost, and for group quant the saving of transposed emission
+over row-major emission + materialize.
+"""
+import json
+import sys
+
+
+def main() -> None:
+    data = json.load(open(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results/h200_bench_producers.json"))
+    rows = {b["name"].replace("/iterations:3/manual_time", ""): b for b in data["benchmarks"]}
+    copy = max(rows[n]["GBps"] for n in rows if n.startswith("copy_256MiB"))
+    print(f"Baselines: large copy {copy / 1000:.2f} TB/s (read + write, faster of cudaMemcpyAsync and a copy "
+          f"kernel), empty kernel {rows['empty_kernel']['us_per_call']:.2f} us per launch under graph replay.\n")
+    sizes = sorted({int(b["M"]) for b in rows.values() if "M" in b})
+    producers = [("group_quant", "group quant, K = 7168", ""), ("rmsnorm_quant", "RMSNorm quant (+ residual), K = 7168", ""),
+                 ("silu_clamp_quant", "SiLU-clamp quant, I = 2048", "/2048"), ("silu_clamp_quant", "SiLU-clamp quant, I = 3072", "/3072")]
+    for key, title, suffix in producers:
+        print(f"**{title}**\n")
+        extra = key == "group_quant"
+        head = "| M | row-major us | col-major us | col / row | BW vs copy (row, col) | time vs input copy (row, col) |"
+        head += " row-major + materialize us | saved by transposed emit us |" if extra else ""
+        print(head)
+        print("|" + "---|" * (head.count("|") - 1))
+        for m in sizes:
+            r = rows.get(f"{key}/row_major/{m}{suffix}")
+            c = rows.get(f"{key}/col_major/{m}{suffix}")
+            if not r or not c:
+                continue
+            line = (f"| {m} | {r['us_per_call']:.2f} | {c['us_per_call']:.2f} | {c['us_per_call'] / r['us_per_call']:.3f} | "
+                    f"{r['vs_copy_bw']:.2f}, {c['vs_copy_bw']:.2f} | {r['vs_input_copy']:.2f}, {c['vs_input_copy']:.2f} |")
+            if extra:
+                mm = rows[f"group_quant/row_major+materialize/{m}"]
+                line += f" {mm['us_per_call']:.2f} | {mm['us_per_call'] - c['us_per_call']:.2f} |"
+            print(line)
+        print()
+
+
+if __name__ == "__main__":
+    main()
