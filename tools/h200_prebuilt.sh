@@ -5,7 +5,7 @@
 #   mkdir -p .devbin && cp build/cuda/tests/device/fp8scale_device_tests \
 #     build/cuda/benchmarks/bench_producers /lib/x86_64-linux-gnu/libbenchmark.so.1debian .devbin/
 # then device run with carry [".devbin"]: bash tools/h200_prebuilt.sh
-#   TESTS=filter (default all)  BENCH=full|quick|0  SANITIZE=1
+#   TESTS=filter (default all)  BENCH=full|quick|0  SANITIZE=1|full
 set -uo pipefail
 OUT=${OUT:-/tmp/fp8scale-out}
 mkdir -p "$OUT"
@@ -39,12 +39,31 @@ case "${BENCH:-0}" in
     echo "bench: exit $? in $(( $(date +%s) - start )) s"
     grep -E "copy_256MiB|empty_kernel" "$OUT/bench.txt" ;;
 esac
+# SANITIZE=1: memcheck + racecheck on a filter (two type combinations of each
+# typed suite and every non-typed test). SANITIZE=full: the whole suite, in
+# SHARDS parallel shards per tool.
 if [ "${SANITIZE:-0}" = 1 ]; then
   filter=${SANITIZE_FILTER:-'*bf16_e4m3fn_fp32*:*fp32_e4m3fnuz_ue8m0*:Materialize*:Fp8Device*:*Shapes.Bad*:*Shapes.Head*:*Refuses*'}
   for tool in memcheck racecheck; do
     timeout 200 compute-sanitizer --tool $tool --error-exitcode 99 .devbin/fp8scale_device_tests \
       --gtest_filter="$filter" > "$OUT/sanitizer-$tool.log" 2>&1
     echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1))"
+  done
+elif [ "${SANITIZE:-0}" = full ]; then
+  for tool in memcheck racecheck; do
+    start=$(date +%s)
+    pids=()
+    for i in $(seq 0 $((shards - 1))); do
+      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${SANITIZE_TIMEOUT:-150}" compute-sanitizer --tool $tool \
+        --error-exitcode 99 .devbin/fp8scale_device_tests > "$OUT/sanitizer-$tool.$i.log" 2>&1 &
+      pids+=($!)
+    done
+    codes=""
+    for p in "${pids[@]}"; do wait "$p"; codes="$codes $?"; done
+    echo "compute-sanitizer $tool (full suite, $shards shards): exit codes$codes in $(( $(date +%s) - start )) s"
+    cat "$OUT"/sanitizer-$tool.*.log > "$OUT/sanitizer-$tool.log"; rm -f "$OUT"/sanitizer-$tool.*.log
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer-$tool.log" | sort | uniq -c
+    echo "  tests passed under $tool: $(grep -cE '^\[       OK \]' "$OUT/sanitizer-$tool.log")"
   done
 fi
 exit $rc
