@@ -231,7 +231,8 @@ Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8M
 /// @return the QuantizedTensor {q, scale}: the producer's own buffers, no copy.
 /// Errors (nothing is launched): kUnsupportedGroupSize, kInvalidShape (K % group,
 /// extents), kLdTooSmall, kNullPointer, kMisaligned, kInvalidValue (fmax, eps),
-/// kDeviceError (launch). M == 0 launches nothing and succeeds.
+/// kDeviceError (launch). M == 0 launches no kernel and succeeds; a column-major
+/// view with ld > 0 is then all padding and is cleared with one memset.
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> groupQuant(const GroupQuantInput<In>& in, Fp8Matrix<Format> q,
                                                    ScaleView<float, Layout> scale, const QuantOptions& opt,

@@ -115,7 +115,7 @@ Status checkSiluClampQuant(const char* fn, const SiluClampInput<In>& in, const F
 /// SiLU-clamp quant on `stream`: q[M, I] and scales (M, I / groupSize) in
 /// `Layout` (RowMajor: TRANSPOSE_SCALE false; ColMajor: true, padding zeroed).
 /// Alignment and errors as groupQuant(), plus kLdTooSmall ('ldx' < 2 I) and
-/// kInvalidValue ('limit' NaN). M == 0 launches nothing.
+/// kInvalidValue ('limit' NaN). M == 0 as groupQuant().
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q,
                                                        ScaleView<float, Layout> scale, const QuantOptions& opt,
