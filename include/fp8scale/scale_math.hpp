@@ -1,4 +1,4 @@
-// fp8scale: the scale rules of the numeric specification (shared/DESIGN.md),
+// fp8scale: the scale rules of the numeric specification (README "Numerics"),
 // identical on the host and every device.
 //
 // For one group of values v:

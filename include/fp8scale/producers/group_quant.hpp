@@ -7,7 +7,7 @@
 // (row, group) written through a ScaleView: RowMajor{ld} when TRANSPOSE_SCALE
 // is false, ColMajor{ld} (the consumer's [G][ld] bytes, padding slots zeroed)
 // when it is true. One kernel body serves both; it indexes only through the
-// view. Numerics: shared/DESIGN.md, bit-identical to reference::groupQuant.
+// view. Numerics: README "Numerics"; bit-identical to reference::groupQuant.
 //
 // Work mapping: a thread owns 32 contiguous input bytes of one group (two
 // 16-byte loads: 16 bf16/fp16 or 8 fp32 values), so a group of 128 bf16 is 8

@@ -7,8 +7,8 @@
 //   y = h * rsqrt(mean(h^2) + normEps) * weight   (fp32, h not re-rounded)
 //   q, scale = group quant of y (fp32, never rounded to bf16 first);
 //   optionally normOut = round(y) (the "emit_bf16" output).
-// shared/DESIGN.md "Fused semantics". One block per row; each thread keeps its
-// slice of h in registers between the norm's reduction and the quantization.
+// One block per row; each thread keeps its slice of h in registers between
+// the norm's reduction and the quantization.
 #pragma once
 
 #include <cmath>

@@ -2,7 +2,7 @@
 // step as reference::groupQuant. Device results may differ from these by one
 // fp8 step on a small fraction of elements (exp, rsqrt and the order of the
 // sum of squares differ between host and device); the specification is
-// shared/DESIGN.md "Fused semantics".
+// semantics stated in producers/silu_clamp_quant.hpp and rmsnorm_quant.hpp.
 #pragma once
 
 #include <cmath>
