@@ -86,6 +86,21 @@ namespace fp8scale {
 /// large activation exceeds 2^31.
 using index_t = std::int64_t;
 
+/// Launch limits of a 1-D grid: at most kMaxGridBlocks blocks (CUDA and HIP),
+/// and on HIP at most kMaxGridThreads threads in all (gridDim.x * blockDim.x
+/// must fit in 32 bits there).
+constexpr index_t kMaxGridBlocks = 2147483647;
+#if defined(FP8SCALE_PLATFORM_HIP)
+constexpr index_t kMaxGridThreads = 4294967295;
+#else
+constexpr index_t kMaxGridThreads = kMaxGridBlocks * 1024;
+#endif
+
+/// Whether a 1-D launch of `blocks` blocks of `threads` threads fits the limits.
+constexpr bool fitsOneGrid(index_t blocks, index_t threads) {
+  return blocks <= kMaxGridBlocks && blocks * threads <= kMaxGridThreads;
+}
+
 /// Bit cast without UB, usable in device code (std::bit_cast is C++20).
 template <class To, class From>
 FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE To bitCast(const From& from) {

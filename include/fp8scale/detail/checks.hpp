@@ -78,8 +78,6 @@ QuantArgs quantArgs(const void* x, index_t rows, index_t cols, index_t ldx, int 
   return a;
 }
 
-/// The largest grid x-dimension a launcher asks for.
-constexpr index_t kMaxGridBlocks = 2147483647;
 
 /// Checks, in this order: group size; shape (M >= 0, K >= 0, K % groupSize);
 /// leading dimensions; the scale view's extents; then, only when M > 0, null

@@ -155,7 +155,7 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
   chooseTile<TRANSPOSE_SCALE>(groupsPerBlock, GroupTilePolicy<In>::kSectorScales, groups, tileRows, tileGroups);
   groupTiles = (groups + tileGroups - 1) / tileGroups;
   const index_t blocks = ((rows + tileRows - 1) / tileRows) * groupTiles;
-  if (blocks > kMaxGridBlocks)
+  if (!fitsOneGrid(blocks, GroupTilePolicy<In>::kThreads))
     return Status::error(StatusCode::kInvalidShape, fn, "M", "too many groups for one launch", rows);
   grid = dim3(static_cast<unsigned>(blocks));
   return Status::ok();

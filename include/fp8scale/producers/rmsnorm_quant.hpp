@@ -185,10 +185,10 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
     if (Status s = detail::clearEmptyScalePadding("rmsNormQuant", scale, stream); !s) return s;
     return out;
   }
-  if (in.rows > detail::kMaxGridBlocks)
-    return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
   const index_t vecs = in.cols / detail::kVecElems<In>;
   const bool small = vecs <= static_cast<index_t>(Policy::kSmallThreads) * Policy::kSmallVecs;
+  if (!fitsOneGrid(in.rows, small ? Policy::kSmallThreads : Policy::kLargeThreads))
+    return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
   const Status launched = detail::dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     using Rule = decltype(rule);
     constexpr int kGroup = decltype(group)::value;
