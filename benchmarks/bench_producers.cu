@@ -9,7 +9,9 @@
 // Counters per producer benchmark: us_per_call, GBps (bytes read + written per
 // second), vs_copy_bw (GBps / the faster large copy's GBps), vs_input_copy
 // (time / time of copying the input bytes). The row-major emit + materialize
-// path is its own benchmark; tools/bench_table.py subtracts the two.
+// path is its own benchmark; tools/bench_table.py subtracts the two. With the
+// full set, tune/... entries time the RMSNorm block shapes the policy chose
+// between. .../pdl entries launch with programmatic dependent launch.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 
@@ -214,10 +216,11 @@ void expectOk(const Status& s) {
   }
 }
 
-template <class Layout>
+template <class Layout, bool kPdl = false>
 void BM_GroupQuant(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   QuantOptions opt;
+  opt.programmaticLaunch = kPdl;
   const auto in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto sv = scaleView<Layout>(M, G);
@@ -229,10 +232,11 @@ void BM_GroupQuant(benchmark::State& state) {
   report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
 }
 
-template <class Layout>
+template <class Layout, bool kPdl = false>
 void BM_RmsNormQuant(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   QuantOptions opt;
+  opt.programmaticLaunch = kPdl;
   RmsNormQuantInput<BFloat16> in;
   in.x = gBuf.x;
   in.rows = M;
@@ -254,10 +258,11 @@ void BM_RmsNormQuant(benchmark::State& state) {
   report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
 }
 
-template <class Layout>
+template <class Layout, bool kPdl = false>
 void BM_SiluClampQuant(benchmark::State& state) {
   const index_t M = state.range(0), I = state.range(1), G = I / 128;
   QuantOptions opt;
+  opt.programmaticLaunch = kPdl;
   const SiluClampInput<BFloat16> in{gBuf.x, M, I, 2 * I, 7.0f};
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, I, I};
   const auto sv = scaleView<Layout>(M, G);
@@ -289,6 +294,41 @@ void BM_EmitThenMaterialize(benchmark::State& state) {
   report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
 }
 
+/// Tuning: RMSNorm quant with a fixed block shape (kThreads x kVecs vectors).
+template <int kThreads, int kVecs>
+void BM_TuneRmsNormBlock(benchmark::State& state) {
+  const index_t M = state.range(0), K = kHidden, G = K / 128;
+  QuantOptions opt;
+  RmsNormQuantInput<BFloat16> in;
+  in.x = gBuf.x;
+  in.rows = M;
+  in.cols = K;
+  in.ldx = K;
+  in.residual = gBuf.r;
+  in.ldResidual = K;
+  in.weight = gBuf.w;
+  const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
+  const auto sv = scaleView<RowMajor>(M, G);
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] {
+      expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs>(in, q, sv, opt, E4M3FN::kMax, gStream));
+    });
+    state.SetIterationTime(t);
+  }
+  report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
+}
+
+void registerTuning() {
+  auto reg = [&](const char* name, auto fn) {
+    for (index_t M : {1, 64, 512, 2048, 8192, 65536})
+      benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
+  };
+  reg("tune/rmsnorm_quant/row_major/1024x1", BM_TuneRmsNormBlock<1024, 1>);
+  reg("tune/rmsnorm_quant/row_major/512x2", BM_TuneRmsNormBlock<512, 2>);
+  reg("tune/rmsnorm_quant/row_major/256x4", BM_TuneRmsNormBlock<256, 4>);
+}
+
 void registerAll(bool quick) {
   const std::vector<index_t> rows = quick ? std::vector<index_t>{1, 64, 8192} : kRows;
   benchmark::RegisterBenchmark("copy_256MiB/memcpy", BM_CopyLarge)->Arg(0)->UseManualTime()->Iterations(3);
@@ -303,13 +343,19 @@ void registerAll(bool quick) {
   reg("group_quant/row_major+materialize", BM_EmitThenMaterialize);
   reg("rmsnorm_quant/row_major", BM_RmsNormQuant<RowMajor>);
   reg("rmsnorm_quant/col_major", BM_RmsNormQuant<ColMajor>);
+  // Programmatic dependent launch: back-to-back calls overlap launch latency.
+  reg("group_quant/col_major/pdl", BM_GroupQuant<ColMajor, true>);
+  reg("rmsnorm_quant/col_major/pdl", BM_RmsNormQuant<ColMajor, true>);
   for (index_t I : {2048, 3072})
     for (index_t M : rows) {
       benchmark::RegisterBenchmark("silu_clamp_quant/row_major", BM_SiluClampQuant<RowMajor>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
       benchmark::RegisterBenchmark("silu_clamp_quant/col_major", BM_SiluClampQuant<ColMajor>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
+      benchmark::RegisterBenchmark("silu_clamp_quant/col_major/pdl", BM_SiluClampQuant<ColMajor, true>)
+          ->Args({M, I})->UseManualTime()->Iterations(3);
     }
+  if (!quick) registerTuning();
 }
 
 }  // namespace

@@ -7,7 +7,8 @@ For each producer and M: time per call for row-major and column-major scales,
 bandwidth (bytes read + written) as a ratio to the same run's fastest large
 copy, time as a ratio to copying the producer's input bytes, the column-major
 over row-major cost, and for group quant the saving of transposed emission
-over row-major emission + materialize.
+over row-major emission + materialize. Where the run has .../col_major/pdl/...
+entries (programmatic dependent launch), their time and time vs input copy too.
 """
 import json
 import sys
@@ -26,6 +27,8 @@ def main() -> None:
         print(f"**{title}**\n")
         extra = key == "group_quant"
         head = "| M | row-major us | col-major us | col / row | BW vs copy (row, col) | time vs input copy (row, col) |"
+        pdl = any(n.startswith(f"{key}/col_major/pdl/") for n in rows)
+        head += " col-major + PDL us (vs input copy) |" if pdl else ""
         head += " row-major + materialize us | saved by transposed emit us |" if extra else ""
         print(head)
         print("|" + "---|" * (head.count("|") - 1))
@@ -36,6 +39,9 @@ def main() -> None:
                 continue
             line = (f"| {m} | {r['us_per_call']:.2f} | {c['us_per_call']:.2f} | {c['us_per_call'] / r['us_per_call']:.3f} | "
                     f"{r['vs_copy_bw']:.2f}, {c['vs_copy_bw']:.2f} | {r['vs_input_copy']:.2f}, {c['vs_input_copy']:.2f} |")
+            if pdl:
+                p = rows.get(f"{key}/col_major/pdl/{m}{suffix}")
+                line += f" {p['us_per_call']:.2f} ({p['vs_input_copy']:.2f}) |" if p else " |"
             if extra:
                 mm = rows[f"group_quant/row_major+materialize/{m}"]
                 line += f" {mm['us_per_call']:.2f} | {mm['us_per_call'] - c['us_per_call']:.2f} |"

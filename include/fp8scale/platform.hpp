@@ -96,6 +96,9 @@ constexpr index_t kMaxGridThreads = 4294967295;
 constexpr index_t kMaxGridThreads = kMaxGridBlocks * 1024;
 #endif
 
+/// gridDim.y limit (CUDA's 65535; HIP allows more, the smaller bound is kept).
+constexpr index_t kMaxGridY = 65535;
+
 /// Whether a 1-D launch of `blocks` blocks of `threads` threads fits the limits.
 constexpr bool fitsOneGrid(index_t blocks, index_t threads) {
   return blocks <= kMaxGridBlocks && blocks * threads <= kMaxGridThreads;
@@ -193,6 +196,50 @@ inline DeviceError launchKernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 b
                                 std::size_t sharedBytes, Stream stream, Args&&... args) {
   kernel<<<grid, block, sharedBytes, stream>>>(static_cast<KernelArgs>(args)...);
   return deviceLastError();
+}
+
+/// launchKernel with programmatic dependent launch (PDL) when
+/// `programmaticDependent` is set and the platform has it (CUDA, sm_90+): the
+/// grid may be scheduled while the previous kernel on the stream finishes; the
+/// kernel must call gridDependencyWait() before it touches memory the
+/// previous kernel writes or reads. Works under stream capture (a
+/// programmatic graph edge). On HIP the flag is ignored (plain launch).
+template <class... KernelArgs, class... Args>
+inline DeviceError launchKernelPdl(bool programmaticDependent, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+                                   std::size_t sharedBytes, Stream stream, Args&&... args) {
+#if defined(FP8SCALE_PLATFORM_CUDA)
+  if (programmaticDependent) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = sharedBytes;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
+  }
+#endif
+  (void)programmaticDependent;
+  return launchKernel(kernel, grid, block, sharedBytes, stream, static_cast<Args&&>(args)...);
+}
+
+/// Device side of PDL. gridDependencyWait(): returns once the preceding grid
+/// has completed and its memory is visible (griddepcontrol.wait; a no-op when
+/// the grid was launched without PDL, and on AMD). allowDependentLaunch(): lets
+/// the next PDL-launched grid be scheduled now (griddepcontrol.launch_dependents);
+/// that grid still waits for this one to complete before its own memory access.
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void gridDependencyWait() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void allowDependentLaunch() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 #endif
 

@@ -147,7 +147,8 @@ TEST_F(GroupQuantDeviceShapes, BadArgumentsAreRefusedByNameAndNothingRuns) {
            ScaleView<float, ColMajor>::fromValidated(ds.get(), M, 4, ColMajor{M - 1}), opt);
   EXPECT_EQ(st.code(), StatusCode::kLdTooSmall);
   EXPECT_STREQ(st.argument(), "scale");
-  // An output pointer with another alignment than the input's.
+  // An output pointer with another alignment than the input's (off the
+  // 16-byte fp8 store of a thread's 16 bf16 values).
   st = run(GroupQuantInput<BFloat16>::matrix(dx.get(), M, K, K), Fp8Matrix<E4M3FN>{dq.get() + 8, M, K, K}, sv, opt);
   EXPECT_EQ(st.code(), StatusCode::kMisaligned);
   EXPECT_STREQ(st.argument(), "q");

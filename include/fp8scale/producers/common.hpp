@@ -28,6 +28,13 @@ struct QuantOptions {
   float fmax = 0.0f;
   /// Floor on amax, so an all-zero group gets a finite scale.
   float eps = kDefaultAmaxEps;
+  /// Programmatic dependent launch (CUDA sm_90+; ignored on AMD): the kernel
+  /// is scheduled while the previous kernel on the stream finishes and waits
+  /// for it (griddepcontrol.wait) before any memory access, so the results
+  /// are the same; it also lets the next PDL launch start early. Saves launch
+  /// latency at small M (README "Benchmarks"). Off by default: the previous
+  /// kernel's last blocks then share the SMs with this grid's waiting blocks.
+  bool programmaticLaunch = false;
 };
 
 /// The scale layout a TRANSPOSE_SCALE flag selects.

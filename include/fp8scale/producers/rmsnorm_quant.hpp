@@ -35,15 +35,17 @@ struct RmsNormQuantInput {
 };
 
 /// Tuning: one block per row, each thread holding up to kMaxVecs 16-byte
-/// vectors of the row in registers. Rows up to kSmallThreads * kSmallVecs
-/// vectors (7168 and 8192 bf16 columns) run 256-thread blocks of 4 vectors a
-/// thread (66 registers on sm_90: three blocks per SM; capping at 64 for a
-/// fourth spills); longer rows up to kMaxCols run 512 threads of 8 vectors
-/// (128 registers on sm_90: one block per SM).
+/// vectors of the row in registers. Rows of up to 1024 vectors (7168 and 8192
+/// bf16 columns) run 1024 threads of one vector (30 registers on sm_90, two
+/// blocks per SM): the shortest per-thread chain of loads, reductions and
+/// stores. On the H200 at K = 7168 it beat 512 x 2 and 256 x 4 vectors at
+/// every M but 512 (3.05 vs 3.98 us at M = 1 for 256 x 4; 0.78x vs 0.69x the
+/// copy bandwidth at M = 8192; bench_producers tune/ entries). Longer rows,
+/// up to kMaxCols, run 512 threads of 8 vectors (128 registers: one block per SM).
 template <class In>
 struct RmsNormPolicy {
-  static constexpr int kSmallThreads = 256;
-  static constexpr int kSmallVecs = 4;
+  static constexpr int kWideThreads = 1024;
+  static constexpr int kWideVecs = 1;
   static constexpr int kLargeThreads = 512;
   static constexpr int kLargeVecs = 8;
   static constexpr index_t kMaxCols = static_cast<index_t>(kLargeThreads) * kLargeVecs * detail::kVecElems<In>;
@@ -69,6 +71,8 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRow(const RmsNormQuantInpu
   float h[kMaxVecs][kVE];
   Bytes16 wRaw[kMaxVecs];
   float sumSq = 0.0f;
+  gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
+  allowDependentLaunch();
 #pragma unroll
   for (int i = 0; i < kMaxVecs; ++i) {
     const int v = i * kThreads + t;
@@ -116,6 +120,24 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
                        ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps) {
   rmsNormQuantRow<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(in, q, scale, fmax, eps);
+}
+
+/// One launch of kThreads-thread blocks, kMaxVecs vectors a thread (the row
+/// must fit: K / kVecElems <= kThreads * kMaxVecs), one block per row.
+template <class Format, int kThreads, int kMaxVecs, class In, class Layout>
+Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+                              const QuantOptions& opt, float fmax, Stream stream) {
+  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
+  if (!fitsOneGrid(in.rows, kThreads))
+    return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
+  return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
+    const DeviceError e =
+        launchKernelPdl(opt.programmaticLaunch,
+                        rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE,
+                                           kThreads, kMaxVecs>,
+                        dim3(static_cast<unsigned>(in.rows)), dim3(kThreads), 0, stream, in, q, scale, fmax, opt.eps);
+    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
+  });
 }
 
 #endif  // FP8SCALE_HAS_DEVICE
@@ -176,7 +198,6 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
                                                      Stream stream) {
   static_assert(std::is_same<Layout, RowMajor>::value || std::is_same<Layout, ColMajor>::value,
                 "producers write RowMajor or ColMajor scales");
-  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
   using Policy = RmsNormPolicy<In>;
   float fmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant("rmsNormQuant", in, q, scale, opt, fmax); !s) return s;
@@ -186,23 +207,13 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
     return out;
   }
   const index_t vecs = in.cols / detail::kVecElems<In>;
-  const bool small = vecs <= static_cast<index_t>(Policy::kSmallThreads) * Policy::kSmallVecs;
-  if (!fitsOneGrid(in.rows, small ? Policy::kSmallThreads : Policy::kLargeThreads))
-    return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
-  const Status launched = detail::dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    using Rule = decltype(rule);
-    constexpr int kGroup = decltype(group)::value;
-    const DeviceError e =
-        small ? launchKernel(detail::rmsNormQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, Policy::kSmallThreads,
-                                                        Policy::kSmallVecs>,
-                             dim3(static_cast<unsigned>(in.rows)), dim3(Policy::kSmallThreads), 0, stream, in, q,
-                             scale, fmax, opt.eps)
-              : launchKernel(detail::rmsNormQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, Policy::kLargeThreads,
-                                                        Policy::kLargeVecs>,
-                             dim3(static_cast<unsigned>(in.rows)), dim3(Policy::kLargeThreads), 0, stream, in, q,
-                             scale, fmax, opt.eps);
-    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
-  });
+  Status launched;
+  if (vecs > static_cast<index_t>(Policy::kWideThreads) * Policy::kWideVecs)
+    launched = detail::launchRmsNormQuantWith<Format, Policy::kLargeThreads, Policy::kLargeVecs>(in, q, scale, opt, fmax,
+                                                                                                stream);
+  else
+    launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(in, q, scale, opt, fmax,
+                                                                                              stream);
   if (!launched) return launched;
   return out;
 }

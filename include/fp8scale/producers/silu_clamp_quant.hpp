@@ -70,10 +70,9 @@ template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
-                         int tileRows, int tileGroups, index_t groupTiles) {
+                         int tileRows, int tileGroups) {
   groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems>(
-      SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q, scale, fmax, eps, tileRows, tileGroups,
-      groupTiles);
+      SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q, scale, fmax, eps, tileRows, tileGroups);
 }
 
 /// siluClampQuantKernel for a rule and group size, in the form launchGroupTile takes.
