@@ -1,0 +1,285 @@
+// fp8scale consumers: 128x128 block fp8 quantization of GEMM weights.
+//
+// A weight W[N, K] (row-major, the nn.Linear layout: N output features, K
+// input features) is cut into 128 x 128 blocks; each block gets one fp32
+// scale from its amax with the library's scale rules (scale_math.hpp: the
+// same amax, eps floor, s = amax / fmax and 1 / s as the activation
+// producers), and its values become fp8 bytes q[N, K].
+//
+// The scales are written in the layout cuBLASLt reads for
+// CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F on the operand that holds W
+// (cuBLAS documentation, section 3.1.4.5.1 "Scaling factors layouts",
+// https://docs.nvidia.com/cuda/cublas/#scaling-factors-layouts): K-major,
+// that is the K blocks of one N block are contiguous, with the stride between
+// N blocks padded to a multiple of 4:
+//
+//   scale(nb, kb) at nb * ld + kb,   nb < ceil(N / 128),  kb < K / 128,
+//   ld = align(K / 128, 4)  (cuBLAS's "L_4"),  slots [K / 128, ld) written 0.
+//
+// In this library's terms that is a RowMajor{ld} ScaleView of
+// (ceil(N / 128), K / 128) blocks. K must be a multiple of 128 (the
+// activation groups of the block-scaled GEMM are 1 x 128 as well); a partial
+// last N block (N % 128 != 0) takes its amax over the rows it has.
+//
+// Kept out of fp8scale.hpp: include this header where weights are prepared.
+// It needs no BLAS library; the GEMM wrapper is cublaslt_block_gemm.hpp.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../detail/checks.hpp"
+#include "../detail/reduce.hpp"
+#include "../detail/vec.hpp"
+#include "../fp8.hpp"
+#include "../numeric.hpp"
+#include "../platform.hpp"
+#include "../scale_math.hpp"
+#include "../scale_view.hpp"
+#include "../status.hpp"
+
+namespace fp8scale {
+
+/// Edge of a weight scale block, in elements, along N and along K.
+constexpr int kWeightBlock = 128;
+
+/// Number of N blocks of a weight with N rows: ceil(N / 128).
+FP8SCALE_HOST_DEVICE constexpr index_t weightScaleRows(index_t n) { return (n + kWeightBlock - 1) / kWeightBlock; }
+
+/// Number of K blocks of a weight with K columns (K a multiple of 128): K / 128.
+FP8SCALE_HOST_DEVICE constexpr index_t weightScaleCols(index_t k) { return k / kWeightBlock; }
+
+/// The K-block stride cuBLASLt's BLK128x128 scales need: align(K / 128, 4).
+FP8SCALE_HOST_DEVICE constexpr index_t weightScaleLd(index_t k) { return alignUp(weightScaleCols(k), 4); }
+
+/// Floats a weight scale buffer holds, padding included: ceil(N / 128) * align(K / 128, 4).
+FP8SCALE_HOST_DEVICE constexpr index_t weightScaleElems(index_t n, index_t k) {
+  return weightScaleRows(n) * weightScaleLd(k);
+}
+
+/// The RowMajor view of a weight scale buffer of weightScaleElems(N, K) floats:
+/// (ceil(N / 128), K / 128) with ld = align(K / 128, 4).
+template <class T>
+Result<ScaleView<T, RowMajor>> weightScaleView(T* data, index_t n, index_t k) {
+  if (n < 0) return Status::error(StatusCode::kInvalidShape, "weightScaleView", "N", "extent is negative", n);
+  if (k < 0 || k % kWeightBlock != 0)
+    return Status::error(StatusCode::kInvalidShape, "weightScaleView", "K", "not a non-negative multiple of 128", k,
+                         kWeightBlock);
+  return rowMajorView(data, weightScaleRows(n), weightScaleCols(k), weightScaleLd(k));
+}
+
+/// The input of weight quantization: W(n, k) = w[n * ld + k], n < rows (N), k < cols (K).
+template <class In>
+struct WeightQuantInput {
+  const In* w = nullptr;
+  index_t rows = 0;  ///< N (output features)
+  index_t cols = 0;  ///< K (input features), a multiple of 128
+  index_t ld = 0;    ///< row stride of w in elements, >= K
+};
+
+/// Options of weight quantization. Defaults: fp32 scales, fmax = the
+/// format's max (448 for e4m3fn), eps 1e-10.
+struct WeightQuantOptions {
+  ScaleRule rule = ScaleRule::kFp32;
+  float fmax = 0.0f;  ///< 0 selects the format's max
+  float eps = kDefaultAmaxEps;
+};
+
+/// A block-quantized weight: fp8 data [N, K] (row stride data.ld bytes) and
+/// its (ceil(N / 128), K / 128) block scales, RowMajor with ld = align(K / 128, 4).
+template <class Format>
+struct BlockQuantizedWeight {
+  using format_type = Format;
+  Fp8Matrix<Format> data;
+  ScaleView<float, RowMajor> scale;
+};
+
+/// Tuning of the weight quantizer: one block of kThreads threads per 128 x 128
+/// tile; each thread owns 16-byte vectors of the tile, consecutive threads
+/// along a row, so every load is one coalesced 128-bit access.
+struct WeightQuantPolicy {
+  static constexpr int kThreads = 256;
+  /// Threads that reduce together before the cross-group step: 32 on every
+  /// target (a logical warp of 32 lanes also exists on wave64 AMD).
+  static constexpr int kReduceLanes = 32;
+};
+
+namespace detail {
+
+/// Argument checks shared by the device launcher and the host reference, in
+/// this order: options; shape (N >= 0, K >= 0, K % 128); strides; the fp8
+/// output's and the scale view's extents and ld; then, only for a non-empty
+/// weight, null pointers and alignment (input pointer and row stride to
+/// `inputVectorBytes`, fp8 pointer and row stride to `outputVectorBytes`).
+template <class Format, class In>
+Status checkWeightBlockQuant(const char* fn, const WeightQuantInput<In>& in, const Fp8Matrix<Format>& q,
+                             const ScaleView<float, RowMajor>& scale, const WeightQuantOptions& opt, float& fmax,
+                             int inputVectorBytes, int outputVectorBytes) {
+  fmax = opt.fmax == 0.0f ? Format::kMax : opt.fmax;
+  if (!(fmax > 0.0f) || fmax > Format::kMax)
+    return Status::error(StatusCode::kInvalidValue, fn, "fmax", "must be in (0, format max] (448 e4m3fn, 240 e4m3fnuz)");
+  if (!(opt.eps > 0.0f)) return Status::error(StatusCode::kInvalidValue, fn, "eps", "must be > 0");
+  if (opt.rule != ScaleRule::kFp32 && opt.rule != ScaleRule::kUE8M0)
+    return Status::error(StatusCode::kInvalidValue, fn, "rule", "unknown scale rule", static_cast<int>(opt.rule));
+  if (in.rows < 0) return Status::error(StatusCode::kInvalidShape, fn, "N", "extent is negative", in.rows);
+  if (in.cols < 0) return Status::error(StatusCode::kInvalidShape, fn, "K", "extent is negative", in.cols);
+  if (in.cols % kWeightBlock != 0)
+    return Status::error(StatusCode::kInvalidShape, fn, "K", "not a multiple of the 128-wide weight block", in.cols,
+                         kWeightBlock);
+  if (in.ld < in.cols)
+    return Status::error(StatusCode::kLdTooSmall, fn, "ld", "weight row stride is smaller than K", in.ld, in.cols);
+  if (q.rows != in.rows || q.cols != in.cols)
+    return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from the weight's (N, K)",
+                         q.rows != in.rows ? q.rows : q.cols, q.rows != in.rows ? in.rows : in.cols);
+  if (q.ld < in.cols)
+    return Status::error(StatusCode::kLdTooSmall, fn, "q.ld", "fp8 row stride is smaller than K", q.ld, in.cols);
+  if (scale.rows() != weightScaleRows(in.rows))
+    return Status::error(StatusCode::kInvalidShape, fn, "scale", "scale view rows differ from ceil(N / 128)",
+                         scale.rows(), weightScaleRows(in.rows));
+  if (scale.cols() != weightScaleCols(in.cols))
+    return Status::error(StatusCode::kInvalidShape, fn, "scale", "scale view cols differ from K / 128", scale.cols(),
+                         weightScaleCols(in.cols));
+  if (scale.ld() < scale.cols())
+    return Status::error(StatusCode::kLdTooSmall, fn, "scale", "scale view ld is smaller than K / 128", scale.ld(),
+                         scale.cols());
+  if (in.rows == 0 || in.cols == 0) return Status::ok();
+  if (in.w == nullptr) return Status::error(StatusCode::kNullPointer, fn, "w", "null weight with N, K > 0");
+  if (q.data == nullptr) return Status::error(StatusCode::kNullPointer, fn, "q", "null fp8 output with N, K > 0");
+  if (scale.data() == nullptr)
+    return Status::error(StatusCode::kNullPointer, fn, "scale", "null scale output with N, K > 0");
+  if (Status s = checkAligned(fn, "w", in.w, inputVectorBytes); !s) return s;
+  if ((in.ld * static_cast<index_t>(sizeof(In))) % inputVectorBytes != 0)
+    return Status::error(StatusCode::kMisaligned, fn, "ld",
+                         "weight row stride in bytes is not a multiple of the vector load width",
+                         in.ld * static_cast<index_t>(sizeof(In)), inputVectorBytes);
+  if (Status s = checkAligned(fn, "q", q.data, outputVectorBytes); !s) return s;
+  if (q.ld % outputVectorBytes != 0)
+    return Status::error(StatusCode::kMisaligned, fn, "q.ld", "fp8 row stride is not a multiple of the store width",
+                         q.ld, outputVectorBytes);
+  if (Status s = checkAligned(fn, "scale", scale.data(), 4); !s) return s;
+  return Status::ok();
+}
+
+/// Calls f(Rule{}) for a validated runtime rule.
+template <class F>
+inline Status dispatchWeightRule(ScaleRule rule, F&& f) {
+  return rule == ScaleRule::kUE8M0 ? f(ScaleUE8M0{}) : f(ScaleFp32{});
+}
+
+#if defined(FP8SCALE_HAS_DEVICE)
+
+/// One 128 x 128 tile (nb, kb) = blockIdx.x split over the K blocks: amax of
+/// the tile, its scale through the view, fp8 bytes of every present row.
+template <class In, class Format, class Rule>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void weightBlockTile(const WeightQuantInput<In>& in, const Fp8Matrix<Format>& q,
+                                                          const ScaleView<float, RowMajor>& scale, float fmax,
+                                                          float eps) {
+  constexpr int kThreads = WeightQuantPolicy::kThreads;
+  constexpr int kLanes = WeightQuantPolicy::kReduceLanes;
+  constexpr int kVec = kVecElems<In>;                            // values per 16-byte load
+  constexpr int kVecsPerRow = kWeightBlock / kVec;               // 16 (bf16), 32 (fp32)
+  constexpr int kRowsPerPass = kThreads / kVecsPerRow;           // 16 (bf16), 8 (fp32)
+  constexpr int kPasses = kWeightBlock / kRowsPerPass;           // 8 (bf16), 16 (fp32)
+  static_assert(kThreads % kVecsPerRow == 0 && kWeightBlock % kRowsPerPass == 0, "a tile is whole passes");
+
+  const index_t kBlocks = scale.cols();
+  const index_t nb = static_cast<index_t>(blockIdx.x) / kBlocks;
+  const index_t kb = static_cast<index_t>(blockIdx.x) - nb * kBlocks;
+  const int chunk = static_cast<int>(threadIdx.x) % kVecsPerRow;
+  const int row0 = static_cast<int>(threadIdx.x) / kVecsPerRow;
+  const index_t k = kb * kWeightBlock + chunk * kVec;
+
+  // Load: rows past N (a partial last N block) hold nothing and add nothing.
+  float v[kPasses][kVec];
+  float amax = 0.0f;
+#pragma unroll
+  for (int p = 0; p < kPasses; ++p) {
+    const index_t n = nb * kWeightBlock + row0 + p * kRowsPerPass;
+    if (n < in.rows) {
+      loadVec(in.w + n * in.ld + k, v[p]);  // W(n, k .. k + kVec)
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) amax = amaxStep(amax, v[p][i]);
+    }
+  }
+
+  // Reduce: 32-lane groups (CUB / rocPRIM), then across the groups.
+  __shared__ float groupMax[kThreads / kLanes];
+  amax = groupAllMax<kLanes>(amax);
+  if (threadIdx.x % kLanes == 0) groupMax[threadIdx.x / kLanes] = amax;
+  __syncthreads();
+  amax = groupMax[0];
+#pragma unroll
+  for (int j = 1; j < kThreads / kLanes; ++j) amax = fmaxf(amax, groupMax[j]);
+
+  // Scale, convert, store
+  const float s = scaleFromAmax<Rule>(amax, fmax, eps);
+  const float inv = inverseScale(s);
+#pragma unroll
+  for (int p = 0; p < kPasses; ++p) {
+    const index_t n = nb * kWeightBlock + row0 + p * kRowsPerPass;
+    if (n < in.rows) {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) v[p][i] = v[p][i] * inv;
+      storeFp8<Format, kVec>(&q(n, k), v[p]);  // q(n, k .. k + kVec)
+    }
+  }
+  if (threadIdx.x == 0) scale(nb, kb) = s;  // (N / 128, K / 128)
+  if (kb == kBlocks - 1) {
+    float* row = scale.data() + nb * scale.ld();  // padding slots [K / 128, ld) of this N block
+    for (index_t c = kBlocks + threadIdx.x; c < scale.ld(); c += kThreads) row[c] = 0.0f;
+  }
+}
+
+template <class In, class Format, class Rule>
+FP8SCALE_GLOBAL void __launch_bounds__(WeightQuantPolicy::kThreads)
+    weightBlockQuantKernel(WeightQuantInput<In> in, Fp8Matrix<Format> q, ScaleView<float, RowMajor> scale, float fmax,
+                           float eps) {
+  weightBlockTile<In, Format, Rule>(in, q, scale, fmax, eps);
+}
+
+#endif  // FP8SCALE_HAS_DEVICE
+
+}  // namespace detail
+
+#if defined(FP8SCALE_HAS_DEVICE)
+
+/// Quantizes W[N, K] into 128 x 128 blocks on `stream`.
+///
+/// @tparam Format  E4M3FN (what cuBLASLt reads) or E4M3FNUZ
+/// @tparam In      float, BFloat16 or Float16
+/// @param in     W[N, K], K % 128 == 0; w and its row stride 16-byte aligned
+/// @param q      fp8 output [N, K], row stride q.ld bytes; q and q.ld aligned to
+///               one fp8 store (8 bytes for 16-bit inputs, 4 for fp32)
+/// @param scale  (ceil(N / 128), K / 128) RowMajor view of device memory, ld >=
+///               K / 128 (cuBLASLt needs ld == align(K / 128, 4): see
+///               weightScaleView()); padding slots [K / 128, ld) are written 0
+/// @return the BlockQuantizedWeight {q, scale} over the caller's buffers.
+/// Errors (nothing is launched): kInvalidShape ('N', 'K' % 128, 'q', 'scale'
+/// extents), kLdTooSmall ('ld', 'q.ld', 'scale'), kNullPointer, kMisaligned
+/// ('w', 'ld', 'q', 'q.ld', 'scale'), kInvalidValue ('fmax', 'eps', 'rule'),
+/// kDeviceError (launch). An empty weight launches nothing and succeeds.
+template <class Format, class In>
+Result<BlockQuantizedWeight<Format>> weightBlockQuant(const WeightQuantInput<In>& in, Fp8Matrix<Format> q,
+                                                      ScaleView<float, RowMajor> scale, const WeightQuantOptions& opt,
+                                                      Stream stream) {
+  constexpr int kVec = detail::kVecElems<In>;
+  float fmax = 0.0f;
+  if (Status s = detail::checkWeightBlockQuant("weightBlockQuant", in, q, scale, opt, fmax, 16, kVec); !s) return s;
+  const BlockQuantizedWeight<Format> out{q, scale};
+  if (in.rows == 0 || in.cols == 0) return out;
+  const index_t blocks = scale.rows() * scale.cols();
+  if (!fitsOneGrid(blocks, WeightQuantPolicy::kThreads))
+    return Status::error(StatusCode::kInvalidShape, "weightBlockQuant", "N", "too many blocks for one launch", in.rows);
+  const Status launched = detail::dispatchWeightRule(opt.rule, [&](auto rule) {
+    const DeviceError e =
+        launchKernel(detail::weightBlockQuantKernel<In, Format, decltype(rule)>, dim3(static_cast<unsigned>(blocks)),
+                     dim3(WeightQuantPolicy::kThreads), 0, stream, in, q, scale, fmax, opt.eps);
+    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("weightBlockQuant", e);
+  });
+  if (!launched) return launched;
+  return out;
+}
+
+#endif  // FP8SCALE_HAS_DEVICE
+
+}  // namespace fp8scale
