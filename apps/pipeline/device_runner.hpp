@@ -1,0 +1,365 @@
+// fp8scale-pipeline, GPU path (CUDA builds): the device producers,
+// materialize and cuBLASLt's block-scaled fp8 GEMM
+// (consumers/cublaslt_block_gemm.hpp) on one stream.
+//
+// Per site and M, both paths first run once from the same inputs and their
+// results are copied back for the checks (site_checks.hpp). Then each path is
+// timed twice with CUDA events around the replay of a CUDA graph of `iters`
+// calls: the producer side alone (producer, + materialize on the old path)
+// and the producer side + GEMM; the median of kReplays replays, divided by
+// `iters`. RMSNorm updates its residual in place, so the residual is restored
+// before every replay (outside the timed span).
+#pragma once
+
+#include "fp8scale/platform.hpp"
+
+#if defined(FP8SCALE_PLATFORM_CUDA)
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "fp8scale/consumers/cublaslt_block_gemm.hpp"
+#include "fp8scale/consumers/weight_block_quant.hpp"
+#include "fp8scale/fp8scale.hpp"
+#include "pipeline/site_checks.hpp"
+#include "pipeline/site_data.hpp"
+
+namespace fp8scale {
+namespace pipeline {
+
+/// Replays per timing; the median is reported.
+constexpr int kReplays = 7;
+
+inline void checkCuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+inline void checkStatus(const Status& s) {
+  if (!s) throw std::runtime_error(s.message());
+}
+
+/// Device memory of n elements of T, freed with the object.
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t n) : n_(n) {
+    if (n > 0) checkCuda(cudaMalloc(&p_, n * sizeof(T)), "cudaMalloc");
+  }
+  ~DeviceBuffer() {
+    if (p_ != nullptr) cudaFree(p_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  T* get() const { return p_; }
+  std::size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+/// Host -> device copy on `stream`, finished on return. (The legacy-stream
+/// cudaMemcpy would not be ordered with the non-blocking stream's work.)
+template <class T>
+void upload(T* dst, const T* src, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  checkCuda(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (to device)");
+  checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (upload)");
+}
+/// Device -> host copy of n elements on `stream`, after the stream's earlier work.
+template <class T>
+std::vector<T> download(const T* src, std::size_t n, cudaStream_t stream) {
+  std::vector<T> out(n);
+  if (n == 0) return out;
+  checkCuda(cudaMemcpyAsync(out.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (to host)");
+  checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (download)");
+  return out;
+}
+
+/// The GPU: a stream and the cuBLASLt GEMM. create() fails (with the reason)
+/// when there is no usable GPU; the program then takes the host path.
+class GpuContext {
+ public:
+  static std::string create(GpuContext& ctx) {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free error state of a failed query
+      return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e);
+    }
+    if (count == 0) return "no CUDA device";
+    if (cudaSetDevice(0) != cudaSuccess) return "cudaSetDevice(0) failed";
+    auto gemm = CublasLtBlockGemm::create();
+    if (!gemm) return "cuBLASLt block-scaled GEMM unavailable: " + gemm.status().message();
+    ctx.gemm_ = std::move(gemm.value());
+    if (cudaStreamCreateWithFlags(&ctx.stream_, cudaStreamNonBlocking) != cudaSuccess) return "cudaStreamCreate failed";
+    cudaDeviceProp p{};
+    cudaGetDeviceProperties(&p, 0);
+    const std::size_t v = CublasLtBlockGemm::libraryVersion();
+    ctx.description_ = std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+                       std::to_string(p.multiProcessorCount) + " SMs, cuBLASLt " + std::to_string(v / 10000) + "." +
+                       std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+    return {};
+  }
+  GpuContext() = default;
+  ~GpuContext() {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  GpuContext(const GpuContext&) = delete;
+  GpuContext& operator=(const GpuContext&) = delete;
+
+  cudaStream_t stream() const { return stream_; }
+  CublasLtBlockGemm& gemm() { return gemm_; }
+  const std::string& description() const { return description_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  CublasLtBlockGemm gemm_;
+  std::string description_;
+};
+
+/// Microseconds per call of `body` (which enqueues one call on `stream`):
+/// a graph of `iters` calls, replayed kReplays times after a warm-up, the
+/// median replay over `iters`. `prepare` enqueues untimed work before each replay.
+inline double timeGraph(cudaStream_t stream, int iters, const std::function<void()>& body,
+                        const std::function<void()>& prepare) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  checkCuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  try {
+    for (int i = 0; i < iters; ++i) body();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  checkCuda(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  checkCuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  cudaEvent_t start = nullptr, stop = nullptr;
+  checkCuda(cudaEventCreate(&start), "cudaEventCreate");
+  checkCuda(cudaEventCreate(&stop), "cudaEventCreate");
+  prepare();
+  checkCuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");  // warm-up
+  std::vector<float> ms(kReplays);
+  for (float& t : ms) {
+    prepare();
+    checkCuda(cudaEventRecord(start, stream), "cudaEventRecord");
+    checkCuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    checkCuda(cudaEventRecord(stop, stream), "cudaEventRecord");
+    checkCuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    checkCuda(cudaEventElapsedTime(&t, start, stop), "cudaEventElapsedTime");
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return ms[ms.size() / 2] * 1e3 / iters;
+}
+
+/// One site on the GPU: inputs, the block-quantized weight and both paths'
+/// buffers, sized for `maxRows` tokens.
+template <class In>
+class DeviceSite {
+ public:
+  DeviceSite(GpuContext& ctx, const SiteInput<In>& in, index_t maxRows, const WeightSample& ws, float swigluLimit,
+             int iters, std::uint64_t seed)
+      : ctx_(ctx), in_(in), ws_(ws), limit_(swigluLimit), iters_(std::max(1, iters)) {
+    const SiteShape& s = in.shape;
+    const index_t G = s.K / kGroup;
+    const index_t rowsPadded = alignUp(maxRows, 4);
+    const std::size_t scaleElems = static_cast<std::size_t>(G * rowsPadded);
+    x_ = DeviceBuffer<In>(static_cast<std::size_t>(maxRows * s.inputCols));
+    upload(x_.get(), in.x.data(), x_.size(), ctx.stream());
+    if (s.producer == ProducerKind::kRmsNorm) {
+      residualInit_ = DeviceBuffer<In>(static_cast<std::size_t>(maxRows * s.K));
+      upload(residualInit_.get(), in.residual.data(), residualInit_.size(), ctx.stream());
+      normWeight_ = DeviceBuffer<In>(static_cast<std::size_t>(s.K));
+      upload(normWeight_.get(), in.normWeight.data(), normWeight_.size(), ctx.stream());
+    }
+    for (PathBuffers* b : {&gate_, &old_}) {
+      b->q = DeviceBuffer<std::uint8_t>(static_cast<std::size_t>(rowsPadded * s.K));
+      checkCuda(cudaMemsetAsync(b->q.get(), 0, b->q.size(), ctx.stream()), "cudaMemsetAsync");
+      b->emitted = DeviceBuffer<float>(scaleElems);
+      b->relayout = DeviceBuffer<float>(scaleElems);
+      if (s.producer == ProducerKind::kRmsNorm) b->residual = DeviceBuffer<In>(static_cast<std::size_t>(maxRows * s.K));
+      b->y = DeviceBuffer<float>(static_cast<std::size_t>(rowsPadded * s.N));
+    }
+
+    // The weight: seeded bf16 W[N, K], block-quantized 128 x 128 on the device.
+    wq_ = DeviceBuffer<std::uint8_t>(static_cast<std::size_t>(s.N * s.K));
+    wScale_ = DeviceBuffer<float>(static_cast<std::size_t>(weightScaleElems(s.N, s.K)));
+    {
+      const std::vector<BFloat16> w = makeWeight(s, seed);
+      DeviceBuffer<BFloat16> wd(w.size());
+      upload(wd.get(), w.data(), w.size(), ctx.stream());
+      auto q = weightBlockQuant<E4M3FN>(WeightQuantInput<BFloat16>{wd.get(), s.N, s.K, s.K},
+                                        Fp8Matrix<E4M3FN>{wq_.get(), s.N, s.K, s.K},
+                                        weightScaleView(wScale_.get(), s.N, s.K).value(), WeightQuantOptions{},
+                                        ctx_.stream());
+      checkStatus(q.status());
+      weight_ = q.value();
+      checkCuda(cudaStreamSynchronize(ctx_.stream()), "weightBlockQuant");
+    }
+    // The checked blocks against the host reference quantization (bit for bit).
+    for (const WeightBlockSample& b : ws.blocks) {
+      const auto q = download(wq_.get() + b.block * kWeightBlock * s.K, static_cast<std::size_t>(b.rows * s.K), ctx.stream());
+      const auto sc = download(wScale_.get() + b.block * weightScaleLd(s.K), b.scale.size(), ctx.stream());
+      weightMismatches_ += countDifferentBytes(q.data(), b.q.data(), q.size()) +
+                           countDifferentBytes(sc.data(), b.scale.data(), sc.size() * sizeof(float));
+    }
+  }
+
+  SiteRun run(index_t M) {
+    const SiteShape& s = in_.shape;
+    const index_t G = s.K / kGroup;
+    cudaStream_t stream = ctx_.stream();
+    SiteRun r;
+    r.M = M;
+    r.ld = consumerScaleLd(kConsumer, M);  // align(M, 4): the rows cuBLASLt reads
+    r.transposed = gateEmitsTransposed(M);
+    r.weightMismatches = weightMismatches_;
+
+    // Rows [M, align(M, 4)) of the fp8 operand must be zero (an earlier larger
+    // M wrote them); scale buffers start as NaN bit patterns, so padding a
+    // producer or materialize failed to write shows up.
+    for (PathBuffers* b : {&gate_, &old_}) {
+      checkCuda(cudaMemsetAsync(b->q.get() + M * s.K, 0, static_cast<std::size_t>((r.ld - M) * s.K), stream),
+                "cudaMemsetAsync");
+      checkCuda(cudaMemsetAsync(b->emitted.get(), 0xFF, b->emitted.size() * sizeof(float), stream), "cudaMemsetAsync");
+      checkCuda(cudaMemsetAsync(b->relayout.get(), 0xFF, b->relayout.size() * sizeof(float), stream),
+                "cudaMemsetAsync");
+    }
+    restoreResidual(M);
+
+    // One call of each path, from the same inputs, for the checks.
+    ScaleView<float, ColMajor> gateView, oldView;
+    r.gate.relayouts = enqueueCall(gate_, r.transposed, M, r.ld, true, &gateView);
+    r.old.relayouts = enqueueCall(old_, false, M, r.ld, true, &oldView);
+    checkCuda(cudaStreamSynchronize(stream), "first call of both paths");
+    const std::vector<index_t> columns = ws_.columns();
+    for (auto [path, b, view] : {std::tuple{&r.gate, &gate_, &gateView}, std::tuple{&r.old, &old_, &oldView}}) {
+      path->q = download(b->q.get(), static_cast<std::size_t>(M * s.K), stream);
+      path->scales = download(view->data(), static_cast<std::size_t>(G * r.ld), stream);
+      if (s.producer == ProducerKind::kRmsNorm) {
+        const std::vector<In> res = download(b->residual.get(), static_cast<std::size_t>(M * s.K), stream);
+        path->residual.resize(res.size() * sizeof(In));
+        std::memcpy(path->residual.data(), res.data(), path->residual.size());
+      }
+      path->gemmFull = download(b->y.get(), static_cast<std::size_t>(r.ld * s.N), stream);
+      path->gemmSampled.resize(static_cast<std::size_t>(M * ws_.count));
+      for (index_t m = 0; m < M; ++m)
+        for (index_t c = 0; c < ws_.count; ++c) path->gemmSampled[m * ws_.count + c] = path->gemmFull[m * s.N + columns[c]];
+    }
+    r.rowMajorScales = download(old_.emitted.get(), static_cast<std::size_t>(M * G), stream);
+
+    // Timing: producer side alone, then with the GEMM.
+    const auto prepare = [&] { restoreResidual(M); };
+    r.gate.producerUs = timeGraph(stream, iters_, [&] { enqueueCall(gate_, r.transposed, M, r.ld, false, nullptr); }, prepare);
+    r.gate.totalUs = timeGraph(stream, iters_, [&] { enqueueCall(gate_, r.transposed, M, r.ld, true, nullptr); }, prepare);
+    r.old.producerUs = timeGraph(stream, iters_, [&] { enqueueCall(old_, false, M, r.ld, false, nullptr); }, prepare);
+    r.old.totalUs = timeGraph(stream, iters_, [&] { enqueueCall(old_, false, M, r.ld, true, nullptr); }, prepare);
+    checkCuda(cudaStreamSynchronize(stream), "timing");
+    return r;
+  }
+
+ private:
+  struct PathBuffers {
+    DeviceBuffer<std::uint8_t> q;  ///< [align(maxRows, 4), K]
+    DeviceBuffer<float> emitted;   ///< the producer's scales: [G][ld] or [M][G]
+    DeviceBuffer<float> relayout;  ///< materialize's destination, [G][ld]
+    DeviceBuffer<In> residual;     ///< RMSNorm: the residual this path updates
+    DeviceBuffer<float> y;         ///< GEMM output [align(maxRows, 4), N]
+  };
+
+  void restoreResidual(index_t M) {
+    if (in_.shape.producer != ProducerKind::kRmsNorm) return;
+    const std::size_t bytes = static_cast<std::size_t>(M * in_.shape.K) * sizeof(In);
+    for (PathBuffers* b : {&gate_, &old_})
+      checkCuda(cudaMemcpyAsync(b->residual.get(), residualInit_.get(), bytes, cudaMemcpyDeviceToDevice, ctx_.stream()),
+                "cudaMemcpyAsync (residual)");
+  }
+
+  /// One producer launch writing scales through `scale`.
+  template <class Layout>
+  Result<QuantizedTensor<E4M3FN, Layout>> produce(index_t M, Fp8Matrix<E4M3FN> q, ScaleView<float, Layout> scale,
+                                                  In* residual) {
+    const SiteShape& s = in_.shape;
+    const QuantOptions opt;  // fp32 scales, groups of 128, fmax 448
+    switch (s.producer) {
+      case ProducerKind::kRmsNorm: {
+        const RmsNormQuantInput<In> r{x_.get(), M, s.K, s.inputCols, residual, s.K, normWeight_.get(), kNormEps, nullptr, 0};
+        return rmsNormQuant<E4M3FN>(r, q, scale, opt, ctx_.stream());
+      }
+      case ProducerKind::kGroupQuant: {
+        const auto in = s.heads > 1 ? GroupQuantInput<In>::headMajor(x_.get(), M, s.heads, s.headDim, s.inputCols, s.headDim)
+                                    : GroupQuantInput<In>::matrix(x_.get(), M, s.K, s.inputCols);
+        return groupQuant<E4M3FN>(in, q, scale, opt, ctx_.stream());
+      }
+      case ProducerKind::kSiluClamp:
+        return siluClampQuant<E4M3FN>(SiluClampInput<In>{x_.get(), M, s.K, s.inputCols, limit_}, q, scale, opt,
+                                      ctx_.stream());
+    }
+    return Status::error(StatusCode::kInvalidValue, "DeviceSite::produce", "producer", "unknown producer");
+  }
+
+  /// Enqueues one call of a path: the producer emitting column-major itself
+  /// (`emitColMajor`) or row-major + materialize, then (`withGemm`) the GEMM
+  /// on the ColMajor{ld} view. Returns the relayout kernels it launched.
+  int enqueueCall(PathBuffers& b, bool emitColMajor, index_t M, index_t ld, bool withGemm,
+                  ScaleView<float, ColMajor>* viewOut) {
+    const SiteShape& s = in_.shape;
+    const index_t G = s.K / kGroup;
+    const Fp8Matrix<E4M3FN> q{b.q.get(), M, s.K, s.K};
+    ScaleView<float, ColMajor> forGemm;
+    int relayouts = 0;
+    if (emitColMajor) {
+      auto out = produce(M, q, colMajorView(b.emitted.get(), M, G, ld).value(), b.residual.get());
+      checkStatus(out.status());
+      forGemm = out.value().scale;
+    } else {
+      auto out = produce(M, q, rowMajorView(b.emitted.get(), M, G).value(), b.residual.get());
+      checkStatus(out.status());
+      auto m = materialize(out.value().scale, b.relayout.get(), ld, ctx_.stream());
+      checkStatus(m.status());
+      forGemm = m.value();
+      relayouts = forGemm.data() != b.emitted.get() ? 1 : 0;
+    }
+    if (withGemm) {
+      const QuantizedTensor<E4M3FN, ColMajor> x{q, forGemm, kGroup};
+      checkStatus(ctx_.gemm().run(x, weight_, b.y.get(), s.N, ctx_.stream()));
+    }
+    if (viewOut != nullptr) *viewOut = forGemm;
+    return relayouts;
+  }
+
+  GpuContext& ctx_;
+  const SiteInput<In>& in_;
+  const WeightSample& ws_;
+  float limit_;
+  int iters_;
+  DeviceBuffer<In> x_, residualInit_, normWeight_;
+  PathBuffers gate_, old_;
+  DeviceBuffer<std::uint8_t> wq_;
+  DeviceBuffer<float> wScale_;
+  BlockQuantizedWeight<E4M3FN> weight_;
+  std::int64_t weightMismatches_ = 0;
+};
+
+}  // namespace pipeline
+}  // namespace fp8scale
+
+#endif  // FP8SCALE_PLATFORM_CUDA
