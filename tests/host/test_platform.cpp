@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "fp8scale/platform.hpp"
+#include "fp8scale/producers/group_quant.hpp"
 
 namespace fp8scale {
 namespace {
@@ -18,3 +19,28 @@ TEST(Platform, GridLimitsCountBlocksAndThreads) {
 
 }  // namespace
 }  // namespace fp8scale
+
+// The group-tile launch picks a (rows x groups) tile per block; the kernel
+// finds a thread's (row, group) with a mask and a shift, so both edges must be
+// powers of two whose product is the block's slot count, for every shape.
+TEST(GroupTile, TilesArePowersOfTwoThatFillTheBlock) {
+  auto isPow2 = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
+  for (int slots : {8, 16, 32, 64, 128})
+    for (fp8scale::index_t rows : {1, 2, 3, 5, 8, 9, 100, 65536})
+      for (fp8scale::index_t groups : {1, 2, 3, 7, 16, 56, 128, 1000}) {
+        int tr = 0, tg = 0;
+        fp8scale::detail::chooseTile<true>(slots, 8, rows, groups, tr, tg);
+        EXPECT_TRUE(isPow2(tr) && isPow2(tg) && tr * tg == slots) << slots << " " << rows << " " << groups;
+        if (rows >= 8 && slots >= 8) {  // column-major: >= 8 rows = whole 32-byte sectors of scales
+          EXPECT_GE(tr, 8);
+          if (groups * 8 >= slots) {
+            EXPECT_EQ(tr, 8) << "enough groups: the tile is one sector tall";
+          }
+        }
+        fp8scale::detail::chooseTile<false>(slots, 8, rows, groups, tr, tg);
+        EXPECT_TRUE(isPow2(tr) && isPow2(tg) && tr * tg == slots) << slots << " " << rows << " " << groups;
+        if (rows == 1) {
+          EXPECT_EQ(tr, 1) << "one row: the whole block spans groups";
+        }
+      }
+}

@@ -134,8 +134,9 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
   const int slot = static_cast<int>(threadIdx.x) / kLanes;
 
   // Tile coordinates; the scale layout's contiguous dimension is fastest.
-  const int r = TRANSPOSE_SCALE ? slot % tileRows : slot / tileGroups;
-  const int c = TRANSPOSE_SCALE ? slot / tileRows : slot % tileGroups;
+  // tileRows and tileGroups are powers of two (chooseTile): mask and shift.
+  const int r = TRANSPOSE_SCALE ? slot & (tileRows - 1) : slot >> __popc(tileGroups - 1);
+  const int c = TRANSPOSE_SCALE ? slot >> __popc(tileRows - 1) : slot & (tileGroups - 1);
   const index_t m = static_cast<index_t>(blockIdx.x) * tileRows + r;
   const index_t g = static_cast<index_t>(blockIdx.y) * tileGroups + c;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
