@@ -24,67 +24,23 @@
 
 #include "fp8scale/consumers/cublaslt_block_gemm.hpp"
 #include "fp8scale/consumers/weight_block_quant.hpp"
+#include "bench_util.cuh"
 #include "fp8scale/fp8scale.hpp"
 
 namespace {
 
 using namespace fp8scale;
+using bench::expectOk;
+using bench::kLaunchesPerGraph;
 
-#define BENCH_CHECK(call)                                                                        \
-  do {                                                                                           \
-    const cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-
-void expectOk(const Status& s) {
-  if (!s) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
-    std::exit(1);
-  }
-}
-
-constexpr int kLaunchesPerGraph = 20;
 const index_t kN = 7168, kK = 7168, kG = kK / 128;
 const std::vector<index_t> kRows = {1, 16, 128, 4096};
 
 cudaStream_t gStream;
 CublasLtBlockGemm* gGemm = nullptr;
 
-/// Seconds per call of `body` (one call enqueued on gStream): run once outside
-/// capture (plans the GEMM shape), then a graph of kLaunchesPerGraph calls,
-/// median of `reps` replays.
-double timePerCall(const std::function<void()>& body, int reps = 15) {
-  body();
-  BENCH_CHECK(cudaStreamSynchronize(gStream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  BENCH_CHECK(cudaStreamBeginCapture(gStream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kLaunchesPerGraph; ++i) body();
-  BENCH_CHECK(cudaStreamEndCapture(gStream, &graph));
-  BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
-  BENCH_CHECK(cudaGraphLaunch(exec, gStream));  // warm-up
-  BENCH_CHECK(cudaStreamSynchronize(gStream));
-  std::vector<float> ms(reps);
-  for (float& t : ms) {
-    BENCH_CHECK(cudaEventRecord(start, gStream));
-    BENCH_CHECK(cudaGraphLaunch(exec, gStream));
-    BENCH_CHECK(cudaEventRecord(stop, gStream));
-    BENCH_CHECK(cudaEventSynchronize(stop));
-    BENCH_CHECK(cudaEventElapsedTime(&t, start, stop));
-  }
-  std::sort(ms.begin(), ms.end());
-  BENCH_CHECK(cudaEventDestroy(start));
-  BENCH_CHECK(cudaEventDestroy(stop));
-  BENCH_CHECK(cudaGraphExecDestroy(exec));
-  BENCH_CHECK(cudaGraphDestroy(graph));
-  return ms[ms.size() / 2] * 1e-3 / kLaunchesPerGraph;
-}
+/// Seconds per call of `body` on gStream (bench_util.cuh).
+double timePerCall(const std::function<void()>& body) { return bench::timePerCall(gStream, body); }
 
 /// Device buffers sized for the largest M, reused by every benchmark.
 struct Buffers {

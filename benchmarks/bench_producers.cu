@@ -24,57 +24,22 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.cuh"
 #include "fp8scale/fp8scale.hpp"
 
 namespace {
 
 using namespace fp8scale;
+using bench::expectOk;
+using bench::kLaunchesPerGraph;
 
-#define BENCH_CHECK(call)                                                                        \
-  do {                                                                                           \
-    const cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-
-constexpr int kLaunchesPerGraph = 20;
 const index_t kHidden = 7168;
 const std::vector<index_t> kRows = {1, 2, 4, 8, 16, 32, 64, 128, 512, 2048, 8192, 16384, 65536};
 
 cudaStream_t gStream;
 
-/// Times `body` (which enqueues one call on gStream) by capturing
-/// kLaunchesPerGraph calls into a graph and replaying it; returns seconds
-/// per call, the median of `reps` replays.
-double timePerCall(const std::function<void()>& body, int reps = 15) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  BENCH_CHECK(cudaStreamBeginCapture(gStream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kLaunchesPerGraph; ++i) body();
-  BENCH_CHECK(cudaStreamEndCapture(gStream, &graph));
-  BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
-  BENCH_CHECK(cudaGraphLaunch(exec, gStream));  // warm-up
-  BENCH_CHECK(cudaStreamSynchronize(gStream));
-  std::vector<float> ms(reps);
-  for (float& t : ms) {
-    BENCH_CHECK(cudaEventRecord(start, gStream));
-    BENCH_CHECK(cudaGraphLaunch(exec, gStream));
-    BENCH_CHECK(cudaEventRecord(stop, gStream));
-    BENCH_CHECK(cudaEventSynchronize(stop));
-    BENCH_CHECK(cudaEventElapsedTime(&t, start, stop));
-  }
-  std::sort(ms.begin(), ms.end());
-  BENCH_CHECK(cudaEventDestroy(start));
-  BENCH_CHECK(cudaEventDestroy(stop));
-  BENCH_CHECK(cudaGraphExecDestroy(exec));
-  BENCH_CHECK(cudaGraphDestroy(graph));
-  return ms[ms.size() / 2] * 1e-3 / kLaunchesPerGraph;
-}
+/// Seconds per call of `body` on gStream (bench_util.cuh).
+double timePerCall(const std::function<void()>& body) { return bench::timePerCall(gStream, body); }
 
 __global__ void emptyKernel() {}
 
@@ -207,13 +172,6 @@ ScaleView<float, RowMajor> scaleView<RowMajor>(index_t M, index_t G) {
 template <>
 ScaleView<float, ColMajor> scaleView<ColMajor>(index_t M, index_t G) {
   return colMajorView(gBuf.s, M, G, M).value();
-}
-
-void expectOk(const Status& s) {
-  if (!s) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
-    std::exit(1);
-  }
 }
 
 template <class Layout, bool kPdl = false>

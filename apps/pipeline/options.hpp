@@ -6,11 +6,13 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -74,6 +76,7 @@ struct Options {
   std::vector<std::pair<SiteId, std::string>> map;  ///< --map SITE=TENSOR, in site order
   std::string json;                 ///< --json FILE
   bool forceHost = false;           ///< --host
+  std::string corrupt;              ///< --corrupt WHAT (testing the checks); empty: none
   bool help = false;                ///< --help
 };
 
@@ -115,6 +118,8 @@ inline const char* usageText() {
          "                      down_in [rows..., 2 * I]; K and I multiples of 128\n"
          "  --json FILE         also write the results as JSON\n"
          "  --host              take the host path even where a GPU is present\n"
+         "  --corrupt WHAT      testing: change one value of the gate path's result before the\n"
+         "                      checks (fp8, scale, padding, residual, gemm), which must then fail\n"
          "  --help              this text\n"
          "\n"
          "Built-in data (no --input): seeded activation-like values with a few outlier channels\n"
@@ -141,11 +146,12 @@ inline std::vector<std::string> splitList(const std::string& s) {
 
 /// A decimal integer in [lo, hi], the whole string.
 inline std::optional<long long> parseInt(const std::string& s, long long lo, long long hi) {
-  if (s.empty() || s.size() > 19) return std::nullopt;
+  if (s.empty()) return std::nullopt;
   for (char c : s)
     if (c < '0' || c > '9') return std::nullopt;
-  const long long v = std::stoll(s);
-  if (v < lo || v > hi) return std::nullopt;
+  long long v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi) return std::nullopt;  // incl. overflow
   return v;
 }
 
@@ -252,6 +258,11 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
       for (const auto& m : o.map)
         if (m.first == *s) return bad(arg, value, std::string("site ") + siteName(*s) + " is mapped twice");
       o.map.emplace_back(*s, value.substr(eq + 1));
+    } else if (arg == "--corrupt") {
+      if (auto e = next()) return *e;
+      if (value != "fp8" && value != "scale" && value != "padding" && value != "residual" && value != "gemm")
+        return bad(arg, value, "not one of fp8, scale, padding, residual, gemm");
+      o.corrupt = value;
     } else if (arg == "--json") {
       if (auto e = next()) return *e;
       if (value.empty()) return bad(arg, value, "empty file name");

@@ -167,7 +167,7 @@ int run(int argc, char** argv) {
   }
   std::printf("%s\n", first.c_str());
   std::printf("consumer: cuBLASLt VEC128_32F activation scales, ColMajor{align(M, 4)}; gate: transposed emit for "
-              "M >= 2 (emitTransposed(M, consumer reads column-major)); e4m3fn, fp32 scales, groups of 1x128, "
+              "every M (emitTransposedFor(kCublasLtVec128, M): M >= 2, and M = 1 since ld = 4 there); e4m3fn, fp32 scales, groups of 1x128, "
               "weights 128x128; input: %s; swiglu_limit %g; %d calls per timing%s; GEMM error checked at %d columns "
               "per site against fp64 (tolerance %g)\n",
               inputText.c_str(), static_cast<double>(o.swigluLimit), iters,
@@ -205,7 +205,8 @@ int run(int argc, char** argv) {
           auto runAll = [&](auto& site) {
             for (index_t m : p.rows) {
               progress.step(siteName(p.id), m);
-              const SiteRun r = site.run(m);
+              SiteRun r = site.run(m);
+              if (!o.corrupt.empty()) corruptGatePath(r, o.corrupt);
               rows.push_back(evaluate(in, r, ws, o.swigluLimit));
             }
           };

@@ -42,11 +42,10 @@ constexpr double kGemmTolerance = 1e-2;
 /// ld = align(M, 4).
 constexpr ScaleConsumer kConsumer = ScaleConsumer::kCublasLtVec128;
 
-/// The gate, asked for this consumer. The library's gate is
-/// emitTransposed(m, onBpreshuffleGfx95); its second argument says "the
-/// consumer reads column-major scales", which is as true of cuBLASLt's
-/// VEC128 operand as of the gfx950 bpreshuffle GEMM.
-constexpr bool gateEmitsTransposed(index_t m) { return emitTransposed(m, consumerIsColumnMajor(kConsumer)); }
+/// The gate, asked for this consumer (layout_policy.hpp's emitTransposedFor:
+/// M >= 2 as emitTransposed, and M = 1 too, since cuBLASLt's ld is then 4 and
+/// a row-major emission would leave the padding slots to a relayout).
+constexpr bool gateEmitsTransposed(index_t m) { return emitTransposedFor(kConsumer, m); }
 
 /// What one path of a site produced for M tokens, copied to the host.
 struct PathRun {
@@ -226,6 +225,22 @@ inline std::int64_t countDifferentBytes(const void* a, const void* b, std::size_
 }
 
 inline bool sameBits(float a, float b) { return bitCast<std::uint32_t>(a) == bitCast<std::uint32_t>(b); }
+
+/// Changes one value of the gate path's result (--corrupt, to show that the
+/// checks catch it): "fp8" one byte, "scale" scale (0, 0), "padding" the first
+/// padding slot of column 0 (when ld > M), "residual" one residual byte (RMSNorm
+/// sites), "gemm" one GEMM output value.
+inline void corruptGatePath(SiteRun& run, const std::string& what) {
+  PathRun& p = run.gate;
+  if (what == "fp8" && !p.q.empty()) p.q[0] ^= 0x01;
+  if (what == "scale" && !p.scales.empty()) p.scales[0] = bitCast<float>(bitCast<std::uint32_t>(p.scales[0]) ^ 1u);
+  if (what == "padding" && run.ld > run.M) p.scales[static_cast<std::size_t>(run.M)] = 1.0f;
+  if (what == "residual" && !p.residual.empty()) p.residual[0] ^= 0x01;
+  if (what == "gemm") {
+    if (!p.gemmSampled.empty()) p.gemmSampled[0] += 1.0;
+    if (!p.gemmFull.empty()) p.gemmFull[0] += 1.0f;
+  }
+}
 
 /// Checks one site's run and fills its output row.
 template <class In>

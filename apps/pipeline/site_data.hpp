@@ -300,9 +300,13 @@ inline std::variant<AnySiteInput, std::string> loadSiteInput(const SafetensorsFi
   switch (shape.producer) {
     case ProducerKind::kRmsNorm:
       if (cols % kGroup != 0) return where + "K = " + std::to_string(cols) + " is not a multiple of 128";
-      if (cols > static_cast<std::uint64_t>(RmsNormPolicy<float>::kMaxCols))
-        return where + "K = " + std::to_string(cols) + " is longer than one RMSNorm block takes (" +
-               std::to_string(RmsNormPolicy<float>::kMaxCols) + ")";
+      {  // the longest row one block takes depends on the element width
+        const index_t maxCols =
+            info->dtype == Dtype::kF32 ? RmsNormPolicy<float>::kMaxCols : RmsNormPolicy<BFloat16>::kMaxCols;
+        if (cols > static_cast<std::uint64_t>(maxCols))
+          return where + "K = " + std::to_string(cols) + " is longer than one RMSNorm block takes (" +
+                 std::to_string(maxCols) + ")";
+      }
       shape.K = shape.inputCols = shape.headDim = static_cast<index_t>(cols);
       break;
     case ProducerKind::kGroupQuant:

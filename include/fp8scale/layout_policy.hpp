@@ -82,6 +82,16 @@ FP8SCALE_HOST_DEVICE constexpr index_t consumerScaleLd(ScaleConsumer c, index_t 
                                                                                      : 0;
 }
 
+/// The gate for a named consumer: whether a producer feeding `c` should emit
+/// its scales column-major with ld = consumerScaleLd(c, m). True when `c` reads
+/// column-major and the row-major bytes are not already its bytes: M >= 2, or
+/// M == 1 with a padded ld (cuBLASLt / DeepGEMM read ld = align(1, 4) = 4, whose
+/// padding slots a row-major emission would leave to materialize's launch).
+/// For kBpreshuffleGfx95 it is emitTransposed(m, true), the sglang convention.
+FP8SCALE_HOST_DEVICE constexpr bool emitTransposedFor(ScaleConsumer c, index_t m) {
+  return consumerIsColumnMajor(c) && (emitTransposed(m, true) || (m == 1 && consumerScaleLd(c, m) != m));
+}
+
 // ---------------------------------------------------------------------------
 // materialize: relayout to ColMajor{ld}.
 // ---------------------------------------------------------------------------

@@ -219,7 +219,9 @@ inline DeviceError launchKernelPdl(bool programmaticDependent, void (*kernel)(Ke
     config.stream = stream;
     config.attrs = attr;
     config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
+    const DeviceError e = cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
+    (void)cudaGetLastError();  // clear it, so that the next launch reports only its own error
+    return e;
   }
 #endif
   (void)programmaticDependent;

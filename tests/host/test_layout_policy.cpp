@@ -26,6 +26,18 @@ TEST(LayoutPolicy, GateTruthTable) {
   for (const Row& r : table) EXPECT_EQ(emitTransposed(r.m, r.gfx95), r.expected) << "m=" << r.m << " gfx95=" << r.gfx95;
 }
 
+// The consumer-named gate: bpreshuffle (ld = M) is exactly emitTransposed;
+// consumers with a padded ld also emit transposed at M = 1, where row-major
+// bytes lack the padding slots; row-major consumers never.
+TEST(LayoutPolicy, GateForANamedConsumer) {
+  for (index_t m : {0, 1, 2, 3, 4, 5, 4096}) {
+    EXPECT_EQ(emitTransposedFor(ScaleConsumer::kBpreshuffleGfx95, m), emitTransposed(m, true)) << m;
+    EXPECT_FALSE(emitTransposedFor(ScaleConsumer::kRowMajor, m)) << m;
+    EXPECT_EQ(emitTransposedFor(ScaleConsumer::kCublasLtVec128, m), m >= 1) << m;
+    EXPECT_EQ(emitTransposedFor(ScaleConsumer::kDeepGemmTma, m), m >= 1) << m;
+  }
+}
+
 TEST(LayoutPolicy, Gfx95FamilyFromGcnArchName) {
   EXPECT_TRUE(isGfx95Arch("gfx950:sramecc+:xnack-"));
   EXPECT_TRUE(isGfx95Arch("gfx950"));

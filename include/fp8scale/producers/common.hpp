@@ -32,8 +32,11 @@ struct QuantOptions {
   /// is scheduled while the previous kernel on the stream finishes and waits
   /// for it (griddepcontrol.wait) before any memory access, so the results
   /// are the same; it also lets the next PDL launch start early. Saves launch
-  /// latency at small M (README "Benchmarks"). Off by default: the previous
+  /// latency at small M (README "Measured"). Off by default: the previous
   /// kernel's last blocks then share the SMs with this grid's waiting blocks.
+  /// The producer triggers its own dependents at entry: a PDL-launched kernel
+  /// after it must not read its outputs before that kernel's own wait
+  /// (griddepcontrol.wait / cudaGridDependencySynchronize).
   bool programmaticLaunch = false;
 };
 

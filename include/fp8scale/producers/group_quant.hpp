@@ -185,7 +185,7 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
   if (!fitsOneGrid(rowTiles, Policy::kThreads))
     return Status::error(StatusCode::kInvalidShape, fn, "M", "too many rows for one launch", rows);
   if (groupTiles > kMaxGridY)
-    return Status::error(StatusCode::kInvalidShape, fn, "K", "too many groups per row for one launch", groups,
+    return Status::error(StatusCode::kInvalidShape, fn, "groups", "too many groups per row for one launch", groups,
                          kMaxGridY * tileGroups);
   grid = dim3(static_cast<unsigned>(rowTiles), static_cast<unsigned>(groupTiles));
   return Status::ok();

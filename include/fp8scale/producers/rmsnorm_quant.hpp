@@ -38,9 +38,10 @@ struct RmsNormQuantInput {
 /// vectors of the row in registers. Rows of up to 1024 vectors (7168 and 8192
 /// bf16 columns) run 1024 threads of one vector (30 registers on sm_90, two
 /// blocks per SM): the shortest per-thread chain of loads, reductions and
-/// stores. On the H200 at K = 7168 it beat 512 x 2 and 256 x 4 vectors at
-/// every M but 512 (3.05 vs 3.98 us at M = 1 for 256 x 4; 0.78x vs 0.69x the
-/// copy bandwidth at M = 8192; bench_producers tune/ entries). Longer rows,
+/// stores. On the H200 at K = 7168 (benchmarks/results, tune/ entries), it
+/// and 512 x 2 tie at M <= 64 (3.2-3.3 us; 256 x 4: 4.0-4.2 us), 512 x 2 wins
+/// at M = 512 (7.9 vs 8.6 us), and 1024 x 1 wins from M = 2048 on (0.78x vs
+/// 0.73x the copy bandwidth at M = 8192, 0.80x vs 0.77x at 65536). Longer rows,
 /// up to kMaxCols, run 512 threads of 8 vectors (128 registers: one block per SM).
 template <class In>
 struct RmsNormPolicy {
