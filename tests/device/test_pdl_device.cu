@@ -3,10 +3,14 @@
 // that kernel's output, not the previous iteration's, and give the same bits
 // as a plain launch. Each round a copy kernel overwrites the input (and the
 // residual) with new data, then the producer runs with PDL into its own output
-// buffers; the rounds run back to back on one stream with no host sync.
+// buffers; the rounds run back to back on one stream with no host sync. The
+// copy lets its dependents launch at once and writes only ~20 us later, so a
+// producer that read before its wait would see the previous round (the
+// control test shows that a kernel without the wait does).
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "producer_harness.cuh"
@@ -14,7 +18,14 @@
 namespace fp8scale::test {
 namespace {
 
+/// The staging copy lets its PDL dependents launch at once, then holds its
+/// data back for about 20 us (clock64 at ~2 GHz) before writing: a dependent
+/// that read its input before griddepcontrol.wait would see the old data.
 __global__ void copyWords(const std::uint32_t* src, std::uint32_t* dst, std::size_t n) {
+  allowDependentLaunch();
+  const long long start = clock64();
+  while (clock64() - start < 40000) {
+  }
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
     dst[i] = src[i];
@@ -104,6 +115,45 @@ DeviceBuffer<BFloat16> makeStaging(index_t rows, index_t cols, unsigned seed) {
 }
 
 class ProgrammaticLaunchDevice : public DeviceTest {};
+
+/// The control: a PDL-launched kernel that reads its input WITHOUT
+/// griddepcontrol.wait, behind the delayed staging copy.
+__global__ void readWithoutWait(const std::uint32_t* src, std::uint32_t* dst, std::size_t n) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
+// The harness can fail: without the wait, a PDL launch behind the staging
+// copy reads the data from before the copy.
+TEST_F(ProgrammaticLaunchDevice, ControlAKernelWithoutTheWaitReadsStaleInput) {
+  const std::size_t n = 1 << 16;
+  std::vector<std::uint32_t> oldData(n, 0x11111111u), newData(n, 0x22222222u);
+  DeviceBuffer<std::uint32_t> x(n), staged(n), seen(n);
+  x.upload(oldData);
+  staged.upload(newData);
+  cudaStream_t stream;
+  FP8SCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // Load both kernels first: a kernel's first launch (lazy module loading)
+  // does not overlap the work before it.
+  copyAsKernel(staged.get(), seen.get(), 4, stream);
+  FP8SCALE_CUDA_CHECK(launchKernelPdl(true, readWithoutWait, dim3(1), dim3(32), 0, stream,
+                                      static_cast<const std::uint32_t*>(staged.get()), seen.get(), std::size_t{1}));
+  FP8SCALE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::size_t stale = 0;
+  for (int attempt = 0; attempt < 3 && stale == 0; ++attempt) {
+    x.upload(oldData);
+    copyAsKernel(staged.get(), x.get(), n * 4, stream);
+    FP8SCALE_CUDA_CHECK(launchKernelPdl(true, readWithoutWait, dim3(64), dim3(256), 0, stream,
+                                        static_cast<const std::uint32_t*>(x.get()), seen.get(), n));
+    FP8SCALE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (std::uint32_t v : seen.download()) stale += v == 0x11111111u;
+    std::printf("[pdl control] attempt %d: %zu of %zu words read before the staging copy wrote them\n", attempt,
+                stale, n);
+  }
+  FP8SCALE_CUDA_CHECK(cudaStreamDestroy(stream));
+  EXPECT_GT(stale, 0u) << "the staging copy did not overlap its PDL dependent: the PDL tests below prove nothing";
+}
 
 TEST_F(ProgrammaticLaunchDevice, GroupQuantReadsThePreviousKernelsOutput) {
   for (index_t M : {1, 17, 1000}) {
