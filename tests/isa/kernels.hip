@@ -71,3 +71,35 @@ FP8SCALE_ISA_PRODUCERS(fp8scale::Float16)
 #undef FP8SCALE_ISA_PRODUCERS
 
 }  // namespace fp8scale_isa
+
+// The fused allreduce + residual + RMSNorm + group quant (issue 4): the
+// one-stage, two-stage and gathered (fallback) kernels of every input type x
+// format x rule x group size x TRANSPOSE_SCALE, through the launchers, and the
+// allreduce-only kernels the long-row path and allreduceSum() launch.
+#include <fp8scale/producers/allreduce_rmsnorm_quant.hpp>
+
+namespace fp8scale_isa {
+
+template <class In, class Format, class Layout>
+void instantiateAllreduce() {
+  using namespace fp8scale;
+  const QuantOptions opt;
+  const Fp8Matrix<Format> q{};
+  const ScaleView<float, Layout> scale{};
+  const AllreduceCommunicator* comm = nullptr;
+  (void)allreduceRmsNormQuant<Format>(*comm, RmsNormQuantInput<In>{}, q, scale, opt, nullptr);
+  (void)gatheredRmsNormQuant<Format>(RmsNormQuantInput<In>{}, 1, 0, static_cast<In*>(nullptr), q, scale, opt,
+                                     nullptr);
+}
+
+#define FP8SCALE_ISA_ALLREDUCE(In)                                                             \
+  template void instantiateAllreduce<In, fp8scale::E4M3FN, fp8scale::RowMajor>();             \
+  template void instantiateAllreduce<In, fp8scale::E4M3FN, fp8scale::ColMajor>();             \
+  template void instantiateAllreduce<In, fp8scale::E4M3FNUZ, fp8scale::RowMajor>();           \
+  template void instantiateAllreduce<In, fp8scale::E4M3FNUZ, fp8scale::ColMajor>();
+FP8SCALE_ISA_ALLREDUCE(float)
+FP8SCALE_ISA_ALLREDUCE(fp8scale::BFloat16)
+FP8SCALE_ISA_ALLREDUCE(fp8scale::Float16)
+#undef FP8SCALE_ISA_ALLREDUCE
+
+}  // namespace fp8scale_isa

@@ -56,13 +56,19 @@ namespace detail {
 
 #if defined(FP8SCALE_HAS_DEVICE)
 
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRow(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q,
-                                                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                          float fmax, float eps) {
+/// The row body of RMSNorm quant for row `m`, with the row's input values
+/// supplied by `loadX(v, out)`: out[0, kVecElems) = x(m, v * kVecElems + j) as
+/// fp32 (already rounded to In). rmsNormQuantRow passes a load of in.x; the
+/// fused allreduce passes its rank-ordered sum. in.x itself is not read here.
+/// Every thread of the block must call it (it contains block barriers).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
+          class LoadX>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuantInput<In>& in, index_t m,
+                                                              const LoadX& loadX, Fp8Matrix<Format> q,
+                                                              ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
+                                                              float fmax, float eps) {
   constexpr int kVE = kVecElems<In>;
   constexpr int kLanes = kGroup / kVE;  // threads per group in one pass
-  const index_t m = blockIdx.x;
   const int vecs = static_cast<int>(in.cols / kVE);
   const int t = static_cast<int>(threadIdx.x);
 
@@ -72,14 +78,12 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRow(const RmsNormQuantInpu
   float h[kMaxVecs][kVE];
   Bytes16 wRaw[kMaxVecs];
   float sumSq = 0.0f;
-  gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
-  allowDependentLaunch();
 #pragma unroll
   for (int i = 0; i < kMaxVecs; ++i) {
     const int v = i * kThreads + t;
     if (v < vecs) {
       wRaw[i] = *reinterpret_cast<const Bytes16*>(in.weight + v * kVE);  // weight(v)
-      loadVec(in.x + m * in.ldx + v * kVE, h[i]);                        // x(m, v)
+      loadX(v, h[i]);                                                    // x(m, v)
       if (in.residual != nullptr) {
         In* r = in.residual + m * in.ldResidual + v * kVE;  // residual(m, v)
         float rv[kVE];
@@ -114,6 +118,18 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRow(const RmsNormQuantInpu
       zeroScalePadding<kLanes>(scale, m, g, t % kLanes);
     }
   }
+}
+
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRow(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q,
+                                                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
+                                                          float fmax, float eps) {
+  const index_t m = blockIdx.x;
+  gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
+  allowDependentLaunch();
+  const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
+  rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax,
+                                                                                     eps);
 }
 
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>

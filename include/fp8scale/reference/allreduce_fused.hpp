@@ -1,0 +1,68 @@
+// fp8scale: host reference of the fused allreduce + residual + RMSNorm +
+// group quant (producers/allreduce_rmsnorm_quant.hpp).
+//
+// The allreduce step is specified exactly: x(m, k) = round_In(((x_0 + x_1) +
+// x_2) + ... + x_{W-1}), fp32 additions in rank order starting from x_0 (not
+// from 0, so an all -0 column stays -0). Every device algorithm matches it
+// bit for bit. The epilogue is reference::rmsNormQuant on that x, so the
+// device differs from this reference exactly as rmsNormQuant() does (one fp8
+// step on a small fraction of elements: the device sums squares in fp32 in
+// its own order, the reference in double), while all device paths agree
+// with each other bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "../numeric.hpp"
+#include "../status.hpp"
+#include "fused_quant.hpp"
+
+namespace fp8scale {
+namespace reference {
+
+/// out(m, k) = round_In(sum over p = 0..W-1 of partials[p](m, k)), fp32 in
+/// rank order. partials[p]: [M, K] with row stride ldx; out: row stride
+/// ldOut. Errors: kInvalidValue ('partials' empty), kInvalidShape,
+/// kLdTooSmall, kNullPointer.
+template <class In>
+Status allreduceSum(const std::vector<const In*>& partials, index_t rows, index_t cols, index_t ldx, In* out,
+                    index_t ldOut) {
+  const char* fn = "reference::allreduceSum";
+  if (partials.empty()) return Status::error(StatusCode::kInvalidValue, fn, "partials", "no ranks");
+  if (rows < 0) return Status::error(StatusCode::kInvalidShape, fn, "M", "extent is negative", rows);
+  if (cols < 0) return Status::error(StatusCode::kInvalidShape, fn, "K", "extent is negative", cols);
+  if (ldx < cols) return Status::error(StatusCode::kLdTooSmall, fn, "ldx", "row stride is smaller than K", ldx, cols);
+  if (ldOut < cols)
+    return Status::error(StatusCode::kLdTooSmall, fn, "ldOut", "row stride is smaller than K", ldOut, cols);
+  if (rows == 0 || cols == 0) return Status::ok();
+  for (const In* p : partials)
+    if (p == nullptr) return Status::error(StatusCode::kNullPointer, fn, "partials", "null partial");
+  if (out == nullptr) return Status::error(StatusCode::kNullPointer, fn, "out", "null output");
+  for (index_t m = 0; m < rows; ++m)
+    for (index_t k = 0; k < cols; ++k) {
+      float acc = toFloat(partials[0][m * ldx + k]);
+      for (std::size_t p = 1; p < partials.size(); ++p) acc += toFloat(partials[p][m * ldx + k]);
+      out[m * ldOut + k] = fromFloat<In>(acc);
+    }
+  return Status::ok();
+}
+
+/// The fused call on the host: allreduceSum of `partials` (row stride
+/// in.ldx), then rmsNormQuant with that sum as x (in.x is ignored; residual
+/// updated in place and normOut written when given, as there).
+/// Errors: as allreduceSum and rmsNormQuant.
+template <class Format, class Rule, class In, class Layout>
+Status allreduceRmsNormQuant(const std::vector<const In*>& partials, const RmsNormQuantInput<In>& in,
+                             Fp8Matrix<Format> q, ScaleView<float, Layout> scale, int groupSize,
+                             float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
+  std::vector<In> reduced(static_cast<std::size_t>(in.rows > 0 && in.cols > 0 ? in.rows * in.cols : 0));
+  if (Status s = allreduceSum(partials, in.rows, in.cols, in.ldx, reduced.data(), in.cols); !s) return s;
+  RmsNormQuantInput<In> local = in;
+  local.x = reduced.empty() ? nullptr : reduced.data();
+  local.ldx = in.cols;
+  return rmsNormQuant<Format, Rule>(local, q, scale, groupSize, fmax, eps);
+}
+
+}  // namespace reference
+}  // namespace fp8scale
