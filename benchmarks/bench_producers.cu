@@ -190,19 +190,26 @@ void BM_GroupQuant(benchmark::State& state) {
   report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
 }
 
+/// RMSNorm quant of the first M rows of x, K = 7168, with the residual (updated
+/// in place) and the weight.
+RmsNormQuantInput<BFloat16> rmsInput(index_t M) {
+  RmsNormQuantInput<BFloat16> in;
+  in.x = gBuf.x;
+  in.rows = M;
+  in.cols = kHidden;
+  in.ldx = kHidden;
+  in.residual = gBuf.r;
+  in.ldResidual = kHidden;
+  in.weight = gBuf.w;
+  return in;
+}
+
 template <class Layout, bool kPdl = false>
 void BM_RmsNormQuant(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   QuantOptions opt;
   opt.programmaticLaunch = kPdl;
-  RmsNormQuantInput<BFloat16> in;
-  in.x = gBuf.x;
-  in.rows = M;
-  in.cols = K;
-  in.ldx = K;
-  in.residual = gBuf.r;
-  in.ldResidual = K;
-  in.weight = gBuf.w;
+  const RmsNormQuantInput<BFloat16> in = rmsInput(M);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto sv = scaleView<Layout>(M, G);
   double t = 0.0;
@@ -257,14 +264,7 @@ template <int kThreads, int kVecs>
 void BM_TuneRmsNormBlock(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   QuantOptions opt;
-  RmsNormQuantInput<BFloat16> in;
-  in.x = gBuf.x;
-  in.rows = M;
-  in.cols = K;
-  in.ldx = K;
-  in.residual = gBuf.r;
-  in.ldResidual = K;
-  in.weight = gBuf.w;
+  const RmsNormQuantInput<BFloat16> in = rmsInput(M);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto sv = scaleView<RowMajor>(M, G);
   double t = 0.0;

@@ -198,6 +198,67 @@ inline DeviceError launchKernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 b
   return deviceLastError();
 }
 
+namespace detail {
+
+// The runtime calls the allreduce communicator needs (allocation, IPC handles,
+// occupancy), one spelling per vendor.
+#if defined(FP8SCALE_PLATFORM_HIP)
+using IpcMemHandle = hipIpcMemHandle_t;
+inline DeviceError devMalloc(void** p, std::size_t n) { return hipMalloc(p, n); }
+inline DeviceError devFree(void* p) { return hipFree(p); }
+inline DeviceError devMemset(void* p, int v, std::size_t n) { return hipMemset(p, v, n); }
+inline DeviceError devMemcpyToDevice(void* dst, const void* src, std::size_t n) {
+  return hipMemcpy(dst, src, n, hipMemcpyHostToDevice);
+}
+inline DeviceError devMemcpyToHostAsync(void* dst, const void* src, std::size_t n, Stream s) {
+  return hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToHost, s);
+}
+inline DeviceError devStreamSync(Stream s) { return hipStreamSynchronize(s); }
+inline DeviceError devGetDevice(int* d) { return hipGetDevice(d); }
+inline DeviceError devIpcGet(IpcMemHandle* h, void* p) { return hipIpcGetMemHandle(h, p); }
+inline DeviceError devIpcOpen(void** p, const IpcMemHandle& h) {
+  return hipIpcOpenMemHandle(p, h, hipIpcMemLazyEnablePeerAccess);
+}
+inline DeviceError devIpcClose(void* p) { return hipIpcCloseMemHandle(p); }
+template <class Kernel>
+inline DeviceError devBlocksPerSm(int* n, Kernel kernel, int threads) {
+  hipFuncAttributes attr;
+  const DeviceError e = hipFuncGetAttributes(&attr, reinterpret_cast<const void*>(kernel));
+  if (e != hipSuccess) return e;
+  return hipOccupancyMaxActiveBlocksPerMultiprocessor(n, reinterpret_cast<const void*>(kernel), threads, 0);
+}
+#else
+using IpcMemHandle = cudaIpcMemHandle_t;
+inline DeviceError devMalloc(void** p, std::size_t n) { return cudaMalloc(p, n); }
+inline DeviceError devFree(void* p) { return cudaFree(p); }
+inline DeviceError devMemset(void* p, int v, std::size_t n) { return cudaMemset(p, v, n); }
+inline DeviceError devMemcpyToDevice(void* dst, const void* src, std::size_t n) {
+  return cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
+}
+inline DeviceError devMemcpyToHostAsync(void* dst, const void* src, std::size_t n, Stream s) {
+  return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s);
+}
+inline DeviceError devStreamSync(Stream s) { return cudaStreamSynchronize(s); }
+inline DeviceError devGetDevice(int* d) { return cudaGetDevice(d); }
+inline DeviceError devIpcGet(IpcMemHandle* h, void* p) { return cudaIpcGetMemHandle(h, p); }
+inline DeviceError devIpcOpen(void** p, const IpcMemHandle& h) {
+  return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess);
+}
+inline DeviceError devIpcClose(void* p) { return cudaIpcCloseMemHandle(p); }
+/// Co-resident blocks of `kernel` per SM. cudaFuncGetAttributes first: it
+/// loads the kernel now, so that lazy module loading never has to load it
+/// (and maybe synchronize) while another rank's kernel spins.
+template <class Kernel>
+inline DeviceError devBlocksPerSm(int* n, Kernel kernel, int threads) {
+  cudaFuncAttributes attr;
+  const DeviceError e = cudaFuncGetAttributes(&attr, kernel);
+  if (e != cudaSuccess) return e;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, threads, 0);
+}
+#endif
+
+}  // namespace detail
+
 /// launchKernel with programmatic dependent launch (PDL) when
 /// `programmaticDependent` is set and the platform has it (CUDA, sm_90+): the
 /// grid may be scheduled while the previous kernel on the stream finishes; the

@@ -62,9 +62,12 @@ class DeviceBuffer {
     }
     return h;
   }
-  /// Fills every byte with `byte` (garbage the kernel must overwrite or leave).
+  /// Fills every byte with `byte` (garbage the kernel must overwrite or leave)
+  /// and waits for it: cudaMemset does not block the host, and kernels on a
+  /// non-blocking stream would not wait for it either.
   void poison(unsigned char byte) const {
     if (n_) FP8SCALE_CUDA_CHECK(cudaMemset(ptr_, byte, n_ * sizeof(T)));
+    FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
  private:

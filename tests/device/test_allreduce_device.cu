@@ -294,6 +294,11 @@ void prepareOutputs(const CaseSetup& c, Outputs& o) {
     EXPECT_EQ(cudaMemcpy(o.r.get(), c.residual0->get(), static_cast<std::size_t>(c.M * c.K) * sizeof(In),
                          cudaMemcpyDeviceToDevice),
               cudaSuccess);
+  // The memsets and the device-to-device copy run on the legacy stream without
+  // blocking the host, and the ranks' streams are non-blocking: without this
+  // sync a rank's kernel could start before its residual copy lands (seen on
+  // the H200 as a last rank whose whole output differed, M = 1000).
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 /// Runs `path` on every rank into outs[p], all ranks concurrently; returns the

@@ -123,61 +123,7 @@ constexpr int allreduceGridLimit(int blocksPerSm, int smCount, int ranksPerDevic
 
 namespace detail {
 
-// ---- The runtime calls the communicator needs, per vendor ---------------------
-#if defined(FP8SCALE_PLATFORM_HIP)
-using IpcMemHandle = hipIpcMemHandle_t;
-inline DeviceError devMalloc(void** p, std::size_t n) { return hipMalloc(p, n); }
-inline DeviceError devFree(void* p) { return hipFree(p); }
-inline DeviceError devMemset(void* p, int v, std::size_t n) { return hipMemset(p, v, n); }
-inline DeviceError devMemcpyToDevice(void* dst, const void* src, std::size_t n) {
-  return hipMemcpy(dst, src, n, hipMemcpyHostToDevice);
-}
-inline DeviceError devMemcpyToHostAsync(void* dst, const void* src, std::size_t n, Stream s) {
-  return hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToHost, s);
-}
-inline DeviceError devStreamSync(Stream s) { return hipStreamSynchronize(s); }
-inline DeviceError devGetDevice(int* d) { return hipGetDevice(d); }
-inline DeviceError devIpcGet(IpcMemHandle* h, void* p) { return hipIpcGetMemHandle(h, p); }
-inline DeviceError devIpcOpen(void** p, const IpcMemHandle& h) {
-  return hipIpcOpenMemHandle(p, h, hipIpcMemLazyEnablePeerAccess);
-}
-inline DeviceError devIpcClose(void* p) { return hipIpcCloseMemHandle(p); }
-template <class Kernel>
-inline DeviceError devBlocksPerSm(int* n, Kernel kernel, int threads) {
-  hipFuncAttributes attr;
-  const DeviceError e = hipFuncGetAttributes(&attr, reinterpret_cast<const void*>(kernel));
-  if (e != hipSuccess) return e;
-  return hipOccupancyMaxActiveBlocksPerMultiprocessor(n, reinterpret_cast<const void*>(kernel), threads, 0);
-}
-#else
-using IpcMemHandle = cudaIpcMemHandle_t;
-inline DeviceError devMalloc(void** p, std::size_t n) { return cudaMalloc(p, n); }
-inline DeviceError devFree(void* p) { return cudaFree(p); }
-inline DeviceError devMemset(void* p, int v, std::size_t n) { return cudaMemset(p, v, n); }
-inline DeviceError devMemcpyToDevice(void* dst, const void* src, std::size_t n) {
-  return cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
-}
-inline DeviceError devMemcpyToHostAsync(void* dst, const void* src, std::size_t n, Stream s) {
-  return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s);
-}
-inline DeviceError devStreamSync(Stream s) { return cudaStreamSynchronize(s); }
-inline DeviceError devGetDevice(int* d) { return cudaGetDevice(d); }
-inline DeviceError devIpcGet(IpcMemHandle* h, void* p) { return cudaIpcGetMemHandle(h, p); }
-inline DeviceError devIpcOpen(void** p, const IpcMemHandle& h) {
-  return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess);
-}
-inline DeviceError devIpcClose(void* p) { return cudaIpcCloseMemHandle(p); }
-/// Co-resident blocks of `kernel` per SM. cudaFuncGetAttributes first: it
-/// loads the kernel now, so that lazy module loading never has to load it
-/// (and maybe synchronize) while another rank's kernel spins.
-template <class Kernel>
-inline DeviceError devBlocksPerSm(int* n, Kernel kernel, int threads) {
-  cudaFuncAttributes attr;
-  const DeviceError e = cudaFuncGetAttributes(&attr, kernel);
-  if (e != cudaSuccess) return e;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, threads, 0);
-}
-#endif
+// The runtime calls used here (devMalloc, devIpcOpen, ...) are platform.hpp's.
 
 inline std::size_t alignBytes256(std::size_t n) { return (n + 255) / 256 * 256; }
 

@@ -157,6 +157,33 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadReduced(const AllreduceSources<In>
   loadVec(scratchOf(src, v / chunkVecs) + m * cols + static_cast<index_t>(v) * kVE, out);  // scratch(m, v)
 }
 
+/// The part every allreduce kernel starts with: the start barrier (every
+/// rank's partial is written: its kernel began after it) and, for two-stage,
+/// the reduce-scatter and the mid barrier (every chunk of the block's rows is
+/// in its owner's scratch). Returns false, after finishCall, when a barrier
+/// failed: the block must return. `epoch` receives the call's epoch.
+template <class In, int kThreads, AllreduceKernelAlgo kAlgo>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE bool allreducePrologue(const AllreduceSources<In>& src, const BarrierArgs& bar,
+                                                            index_t rows, index_t cols, int* failed,
+                                                            std::uint32_t& epoch) {
+  epoch = 0;
+  if constexpr (kAlgo != AllreduceKernelAlgo::kGathered) {
+    epoch = callEpoch(bar);
+    if (!blockBarrier(bar, AllreducePhase::kStart, epoch, failed)) {
+      finishCall(bar, epoch, src.blocks);
+      return false;
+    }
+  }
+  if constexpr (kAlgo == AllreduceKernelAlgo::kTwoStage) {
+    reduceScatterRows<In, kThreads>(src, bar.world, bar.rank, rows, cols);
+    if (!blockBarrier(bar, AllreducePhase::kMid, epoch, failed)) {
+      finishCall(bar, epoch, src.blocks);
+      return false;
+    }
+  }
+  return true;
+}
+
 /// The fused kernel (rows that fit RmsNormPolicy's wide block shape: one
 /// vector per thread). Each block takes rows blockIdx.x, + blocks, ...
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads,
@@ -169,25 +196,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   std::uint32_t epoch = 0;
-
-  // Start: every rank's partial is written (its kernel began after it).
-  if constexpr (kBarriers) {
-    epoch = callEpoch(bar);
-    if (!blockBarrier(bar, AllreducePhase::kStart, epoch, &failed)) {
-      finishCall(bar, epoch, src.blocks);
-      return;
-    }
-  }
-
-  // Two-stage: reduce-scatter, then wait until every chunk of the block's
-  // rows is in its owner's scratch.
-  if constexpr (kAlgo == AllreduceKernelAlgo::kTwoStage) {
-    reduceScatterRows<In, kThreads>(src, bar.world, bar.rank, in.rows, in.cols);
-    if (!blockBarrier(bar, AllreducePhase::kMid, epoch, &failed)) {
-      finishCall(bar, epoch, src.blocks);
-      return;
-    }
-  }
+  if (!allreducePrologue<In, kThreads, kAlgo>(src, bar, in.rows, in.cols, &failed, epoch)) return;
 
   // Epilogue: RMSNorm quant of each of the block's rows on the reduced x.
   for (index_t m = blockIdx.x; m < in.rows; m += src.blocks) {
@@ -223,20 +232,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   std::uint32_t epoch = 0;
-  if constexpr (kBarriers) {
-    epoch = callEpoch(bar);
-    if (!blockBarrier(bar, AllreducePhase::kStart, epoch, &failed)) {
-      finishCall(bar, epoch, src.blocks);
-      return;
-    }
-  }
-  if constexpr (kAlgo == AllreduceKernelAlgo::kTwoStage) {
-    reduceScatterRows<In, kThreads>(src, bar.world, bar.rank, rows, cols);
-    if (!blockBarrier(bar, AllreducePhase::kMid, epoch, &failed)) {
-      finishCall(bar, epoch, src.blocks);
-      return;
-    }
-  }
+  if (!allreducePrologue<In, kThreads, kAlgo>(src, bar, rows, cols, &failed, epoch)) return;
   const int vecs = static_cast<int>(cols / kVE);
   const int chunkVecs = vecs / bar.world;
   const bool intoOwnScratch =
