@@ -125,7 +125,9 @@ __global__ void readWithoutWait(const std::uint32_t* src, std::uint32_t* dst, st
 }
 
 // The harness can fail: without the wait, a PDL launch behind the staging
-// copy reads the data from before the copy.
+// copy reads the data from before the copy. (Under compute-sanitizer the
+// kernels are serialized and this control fails by design:
+// tools/h200_prebuilt.sh leaves it out of its sanitizer runs.)
 TEST_F(ProgrammaticLaunchDevice, ControlAKernelWithoutTheWaitReadsStaleInput) {
   const std::size_t n = 1 << 16;
   std::vector<std::uint32_t> oldData(n, 0x11111111u), newData(n, 0x22222222u);
