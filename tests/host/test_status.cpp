@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "fp8scale/detail/checks.hpp"
+#include "fp8scale/consumers/weight_block_quant.hpp"
+#include "fp8scale/producers/rmsnorm_quant.hpp"
 #include "fp8scale/status.hpp"
 
 namespace fp8scale {
@@ -77,6 +79,80 @@ TEST(Status, MessageNamesFunctionArgumentValueAndLimit) {
   EXPECT_EQ(s.message(),
             "fp8scale::materialize: argument 'ld' = 4: column-major ld is smaller than rows (limit 5) [kLdTooSmall]");
   EXPECT_EQ(Status::ok().message(), "ok");
+}
+
+}  // namespace
+}  // namespace fp8scale
+
+namespace fp8scale {
+namespace {
+
+// The optional row buffers of RMSNorm quant (residual, normOut): each refusal
+// names the buffer or its stride.
+TEST(RmsNormQuantChecks, OptionalRowBuffersAreRefusedByName) {
+  alignas(16) static BFloat16 x[4 * 256], w[256], r[4 * 264 + 8], y[4 * 264 + 8];
+  alignas(16) static std::uint8_t q[4 * 256];
+  alignas(16) static float s[4 * 2];
+  const Fp8Matrix<E4M3FN> qm{q, 4, 256, 256};
+  const auto sv = rowMajorView(s, 4, 2).value();
+  float fmax = 0.0f;
+  auto check = [&](RmsNormQuantInput<BFloat16> in) {
+    return detail::checkRmsNormQuant("rmsNormQuant", in, qm, sv, QuantOptions{}, fmax);
+  };
+  const RmsNormQuantInput<BFloat16> ok{x, 4, 256, 256, r, 264, w, 1e-6f, y, 264};
+  EXPECT_TRUE(check(ok).isOk());
+  struct Case {
+    RmsNormQuantInput<BFloat16> in;
+    StatusCode code;
+    const char* argument;
+  };
+  auto with = [&](auto edit) {
+    RmsNormQuantInput<BFloat16> in = ok;
+    edit(in);
+    return in;
+  };
+  const Case cases[] = {
+      {with([&](auto& in) { in.ldResidual = 255; }), StatusCode::kLdTooSmall, "ldResidual"},
+      {with([&](auto& in) { in.residual = r + 1; }), StatusCode::kMisaligned, "residual"},
+      {with([&](auto& in) { in.ldResidual = 260; }), StatusCode::kMisaligned, "ldResidual"},
+      {with([&](auto& in) { in.ldNormOut = 255; }), StatusCode::kLdTooSmall, "ldNormOut"},
+      {with([&](auto& in) { in.normOut = y + 1; }), StatusCode::kMisaligned, "normOut"},
+      {with([&](auto& in) { in.ldNormOut = 260; }), StatusCode::kMisaligned, "ldNormOut"},
+  };
+  for (const Case& c : cases) {
+    const Status st = check(c.in);
+    EXPECT_EQ(st.code(), c.code) << st.message();
+    EXPECT_STREQ(st.argument(), c.argument) << st.message();
+  }
+  // Absent buffers are not checked.
+  EXPECT_TRUE(check(with([&](auto& in) {
+                in.residual = nullptr;
+                in.ldResidual = 0;
+                in.normOut = nullptr;
+                in.ldNormOut = 0;
+              }))
+                  .isOk());
+}
+
+// The scale options are checked the same way for activations and weights.
+TEST(QuantOptionChecks, ActivationAndWeightOptionsShareTheRules) {
+  float fmax = 0.0f;
+  QuantOptions a;
+  WeightQuantOptions w;
+  EXPECT_TRUE(detail::checkQuantOptions<E4M3FN>("f", a, fmax).isOk());
+  EXPECT_EQ(fmax, 448.0f);
+  EXPECT_TRUE(detail::checkQuantOptions<E4M3FNUZ>("f", w, fmax).isOk());
+  EXPECT_EQ(fmax, 240.0f);
+  a.fmax = 500.0f;
+  w.fmax = 500.0f;
+  EXPECT_STREQ(detail::checkQuantOptions<E4M3FN>("f", a, fmax).argument(), "fmax");
+  EXPECT_STREQ(detail::checkQuantOptions<E4M3FN>("f", w, fmax).argument(), "fmax");
+  a = QuantOptions{};
+  a.eps = 0.0f;
+  EXPECT_STREQ(detail::checkQuantOptions<E4M3FN>("f", a, fmax).argument(), "eps");
+  w = WeightQuantOptions{};
+  w.rule = static_cast<ScaleRule>(7);
+  EXPECT_STREQ(detail::checkQuantOptions<E4M3FN>("f", w, fmax).argument(), "rule");
 }
 
 }  // namespace

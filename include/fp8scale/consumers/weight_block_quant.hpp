@@ -115,12 +115,7 @@ template <class Format, class In>
 Status checkWeightBlockQuant(const char* fn, const WeightQuantInput<In>& in, const Fp8Matrix<Format>& q,
                              const ScaleView<float, RowMajor>& scale, const WeightQuantOptions& opt, float& fmax,
                              int inputVectorBytes, int outputVectorBytes) {
-  fmax = opt.fmax == 0.0f ? Format::kMax : opt.fmax;
-  if (!(fmax > 0.0f) || fmax > Format::kMax)
-    return Status::error(StatusCode::kInvalidValue, fn, "fmax", "must be in (0, format max] (448 e4m3fn, 240 e4m3fnuz)");
-  if (!(opt.eps > 0.0f)) return Status::error(StatusCode::kInvalidValue, fn, "eps", "must be > 0");
-  if (opt.rule != ScaleRule::kFp32 && opt.rule != ScaleRule::kUE8M0)
-    return Status::error(StatusCode::kInvalidValue, fn, "rule", "unknown scale rule", static_cast<int>(opt.rule));
+  if (Status s = checkQuantOptions<Format>(fn, opt, fmax); !s) return s;
   if (in.rows < 0) return Status::error(StatusCode::kInvalidShape, fn, "N", "extent is negative", in.rows);
   if (in.cols < 0) return Status::error(StatusCode::kInvalidShape, fn, "K", "extent is negative", in.cols);
   if (in.cols % kWeightBlock != 0)

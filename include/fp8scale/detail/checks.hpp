@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "../platform.hpp"
+#include "../scale_math.hpp"
 #include "../scale_view.hpp"
 #include "../status.hpp"
 
@@ -29,6 +30,34 @@ inline Status checkAligned(const char* fn, const char* argument, const void* p, 
                        static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes)),
                        bytes);
 }
+
+/// The scale options every quantizer takes (QuantOptions, WeightQuantOptions:
+/// fields fmax, eps, rule): fmax in (0, Format::kMax] (0 selects kMax, written
+/// to `fmax`), eps > 0, a known rule.
+template <class Format, class Options>
+inline Status checkQuantOptions(const char* fn, const Options& o, float& fmax) {
+  fmax = o.fmax == 0.0f ? Format::kMax : o.fmax;
+  if (!(fmax > 0.0f) || fmax > Format::kMax)
+    return Status::error(StatusCode::kInvalidValue, fn, "fmax", "must be in (0, format max] (448 e4m3fn, 240 e4m3fnuz)");
+  if (!(o.eps > 0.0f)) return Status::error(StatusCode::kInvalidValue, fn, "eps", "must be > 0");
+  if (o.rule != ScaleRule::kFp32 && o.rule != ScaleRule::kUE8M0)
+    return Status::error(StatusCode::kInvalidValue, fn, "rule", "unknown scale rule", static_cast<int>(o.rule));
+  return Status::ok();
+}
+
+/// An optional [M, cols] row buffer (nullptr: absent): row stride `ld` >= cols
+/// (kLdTooSmall), pointer and row stride in bytes 16-byte aligned (kMisaligned),
+/// named `name` / `ldName`.
+inline Status checkOptionalRows(const char* fn, const char* name, const char* ldName, const void* p, index_t ld,
+                                index_t cols, index_t elementBytes) {
+  if (p == nullptr) return Status::ok();
+  if (ld < cols) return Status::error(StatusCode::kLdTooSmall, fn, ldName, "row stride is smaller than K", ld, cols);
+  if (Status s = checkAligned(fn, name, p, 16); !s) return s;
+  if ((ld * elementBytes) % 16 != 0)
+    return Status::error(StatusCode::kMisaligned, fn, ldName, "row stride in bytes is not a multiple of 16", ld, 16);
+  return Status::ok();
+}
+
 
 /// The shape and pointer arguments of a per-group quantization of x[M, K]
 /// (row stride ldx elements of `inputBytes`) into q[M, K] (row stride ldq

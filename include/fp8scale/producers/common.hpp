@@ -46,17 +46,6 @@ using ScaleLayoutFor = std::conditional_t<TRANSPOSE_SCALE, ColMajor, RowMajor>;
 
 namespace detail {
 
-template <class Format>
-inline Status checkQuantOptions(const char* fn, const QuantOptions& o, float& fmax) {
-  fmax = o.fmax == 0.0f ? Format::kMax : o.fmax;
-  if (!(fmax > 0.0f) || fmax > Format::kMax)
-    return Status::error(StatusCode::kInvalidValue, fn, "fmax", "must be in (0, format max] (448 e4m3fn, 240 e4m3fnuz)");
-  if (!(o.eps > 0.0f)) return Status::error(StatusCode::kInvalidValue, fn, "eps", "must be > 0");
-  if (o.rule != ScaleRule::kFp32 && o.rule != ScaleRule::kUE8M0)
-    return Status::error(StatusCode::kInvalidValue, fn, "rule", "unknown scale rule", static_cast<int>(o.rule));
-  return Status::ok();
-}
-
 /// Calls f(Rule{}, std::integral_constant<int, kGroup>{}) for the runtime
 /// rule and group size (both already validated).
 template <class F>

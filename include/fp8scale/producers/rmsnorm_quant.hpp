@@ -177,24 +177,10 @@ Status checkRmsNormQuant(const char* fn, const RmsNormQuantInput<In>& in, const 
   if (in.weight == nullptr) return Status::error(StatusCode::kNullPointer, fn, "weight", "null weight with M > 0");
   if (Status s = checkAligned(fn, "weight", in.weight, 16); !s) return s;
   const index_t inBytes = static_cast<index_t>(sizeof(In));
-  if (in.residual != nullptr) {
-    if (in.ldResidual < in.cols)
-      return Status::error(StatusCode::kLdTooSmall, fn, "ldResidual", "row stride is smaller than K", in.ldResidual,
-                           in.cols);
-    if (Status s = checkAligned(fn, "residual", in.residual, 16); !s) return s;
-    if ((in.ldResidual * inBytes) % 16 != 0)
-      return Status::error(StatusCode::kMisaligned, fn, "ldResidual", "row stride in bytes is not a multiple of 16",
-                           in.ldResidual, 16);
-  }
-  if (in.normOut != nullptr) {
-    if (in.ldNormOut < in.cols)
-      return Status::error(StatusCode::kLdTooSmall, fn, "ldNormOut", "row stride is smaller than K", in.ldNormOut,
-                           in.cols);
-    if (Status s = checkAligned(fn, "normOut", in.normOut, 16); !s) return s;
-    if ((in.ldNormOut * inBytes) % 16 != 0)
-      return Status::error(StatusCode::kMisaligned, fn, "ldNormOut", "row stride in bytes is not a multiple of 16",
-                           in.ldNormOut, 16);
-  }
+  if (Status s = checkOptionalRows(fn, "residual", "ldResidual", in.residual, in.ldResidual, in.cols, inBytes); !s)
+    return s;
+  if (Status s = checkOptionalRows(fn, "normOut", "ldNormOut", in.normOut, in.ldNormOut, in.cols, inBytes); !s)
+    return s;
   return Status::ok();
 }
 
