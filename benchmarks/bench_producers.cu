@@ -10,8 +10,8 @@
 // second), vs_copy_bw (GBps / the faster large copy's GBps), vs_input_copy
 // (time / time of copying the input bytes). The row-major emit + materialize
 // path is its own benchmark; tools/bench_table.py subtracts the two. With the
-// full set, tune/... entries time the RMSNorm block shapes the policy chose
-// between. .../pdl entries launch with programmatic dependent launch.
+// full set, tune/... entries time the block shapes, register bounds and grid
+// caps the policies chose between. .../pdl entries launch with programmatic dependent launch.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 
@@ -259,8 +259,10 @@ void BM_EmitThenMaterialize(benchmark::State& state) {
   report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
 }
 
-/// Tuning: RMSNorm quant with a fixed block shape (kThreads x kVecs vectors).
-template <int kThreads, int kVecs>
+/// Tuning: RMSNorm quant with a fixed block shape (kThreads x kVecs vectors);
+/// kWaves > 0: the row-looping kernel on kWaves x resident blocks
+/// (__launch_bounds__ min blocks kMinBlocks).
+template <int kThreads, int kVecs, int kMinBlocks, int kWaves>
 void BM_TuneRmsNormBlock(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   QuantOptions opt;
@@ -270,21 +272,102 @@ void BM_TuneRmsNormBlock(benchmark::State& state) {
   double t = 0.0;
   for (auto _ : state) {
     t = timePerCall([&] {
-      expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs>(in, q, sv, opt, E4M3FN::kMax, gStream));
+      if constexpr (kWaves == 0)
+        expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs>(in, q, sv, opt, E4M3FN::kMax, gStream));
+      else
+        expectOk(detail::launchRmsNormQuantRows<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax,
+                                                                                     gStream, kWaves));
     });
     state.SetIterationTime(t);
   }
   report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
 }
 
+/// Tuning kernel of the group-tile producers: kElems values a thread, a ring
+/// of kDepth row tiles in flight; Load picks group quant or SiLU.
+template <class Load, int kElems, int kDepth, bool T>
+__global__ void __launch_bounds__(256)
+    tuneGroupTileKernel(Load load, index_t rows, index_t groups, Fp8Matrix<E4M3FN> q,
+                        ScaleView<float, ScaleLayoutFor<T>> scale, float fmax, float eps, int tileRows, int tileGroups) {
+  detail::groupTile<E4M3FN, ScaleFp32, 128, T, kElems, kDepth>(load, rows, groups, q, scale, fmax, eps, tileRows,
+                                                               tileGroups);
+}
+
+/// Launches tuneGroupTileKernel with the grid groupTileGrid would build for
+/// kElems-value slices and a cap of kWaves x resident blocks (0: none).
+template <class Load, int kElems, int kDepth, int kWaves, class Layout>
+void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix<E4M3FN>& q,
+                         const ScaleView<float, Layout>& sv) {
+  constexpr bool T = Layout::kColumnMajor;
+  const auto kernel = tuneGroupTileKernel<Load, kElems, kDepth, T>;
+  int tileRows = 0, tileGroups = 0;
+  detail::chooseTile<T>(256 / (128 / kElems), 8, M, G, tileRows, tileGroups);
+  const index_t rowTiles = (M + tileRows - 1) / tileRows, groupTiles = (G + tileGroups - 1) / tileGroups;
+  int resident = 0;
+  BENCH_CHECK(detail::residentBlocks(&resident, kernel, 256));
+  const index_t blocksX = detail::rowTileBlocks(rowTiles, groupTiles, static_cast<index_t>(resident) * kWaves);
+  kernel<<<dim3(static_cast<unsigned>(blocksX), static_cast<unsigned>(groupTiles)), 256, 0, gStream>>>(
+      load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, tileRows, tileGroups);
+  BENCH_CHECK(cudaGetLastError());
+}
+
+template <class Load, int kElems, int kDepth, int kWaves, class Layout>
+void BM_TuneGroupQuant(benchmark::State& state) {
+  const index_t M = state.range(0), K = kHidden, G = K / 128;
+  Load load;
+  load.in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
+  const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
+  const auto sv = scaleView<Layout>(M, G);
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves>(load, M, G, q, sv); });
+    state.SetIterationTime(t);
+  }
+  report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
+}
+
+template <class Load, int kElems, int kDepth, int kWaves, class Layout>
+void BM_TuneSilu(benchmark::State& state) {
+  const index_t M = state.range(0), I = 2048, G = I / 128;
+  Load load;
+  load.in = SiluClampInput<BFloat16>{gBuf.x, M, I, 2 * I, 7.0f};
+  const Fp8Matrix<E4M3FN> q{gBuf.q, M, I, I};
+  const auto sv = scaleView<Layout>(M, G);
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves>(load, M, G, q, sv); });
+    state.SetIterationTime(t);
+  }
+  report(state, t, static_cast<double>(M) * I * 5 + M * G * 4.0, static_cast<std::size_t>(M * I * 4));
+}
+
 void registerTuning() {
   auto reg = [&](const char* name, auto fn) {
-    for (index_t M : {1, 64, 512, 2048, 8192, 65536})
+    for (index_t M : {64, 512, 2048, 8192, 65536})
       benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
   };
-  reg("tune/rmsnorm_quant/row_major/1024x1", BM_TuneRmsNormBlock<1024, 1>);
-  reg("tune/rmsnorm_quant/row_major/512x2", BM_TuneRmsNormBlock<512, 2>);
-  reg("tune/rmsnorm_quant/row_major/256x4", BM_TuneRmsNormBlock<256, 4>);
+  // RMSNorm: threads x vectors / min blocks per SM / waves (0: block per row)
+  // RMSNorm: threads x vectors, then block_per_row or rows/(min blocks per SM)/(waves)
+  reg("tune/rmsnorm_quant/row_major/1024x1/block_per_row", BM_TuneRmsNormBlock<1024, 1, 1, 0>);
+  reg("tune/rmsnorm_quant/row_major/1024x1/rows/b1/w1", BM_TuneRmsNormBlock<1024, 1, 1, 1>);
+  reg("tune/rmsnorm_quant/row_major/512x2/rows/b1/w1", BM_TuneRmsNormBlock<512, 2, 1, 1>);
+  reg("tune/rmsnorm_quant/row_major/256x4/rows/b2/w1", BM_TuneRmsNormBlock<256, 4, 2, 1>);
+  reg("tune/rmsnorm_quant/row_major/128x8/rows/b2/w1", BM_TuneRmsNormBlock<128, 8, 2, 1>);
+  // Group quant: values a thread / row tiles in flight (d) / waves (w; 0: a block per tile)
+  using Plain = detail::PlainLoad<BFloat16>;
+  reg("tune/group_quant/row_major/e16/d1/w0", BM_TuneGroupQuant<Plain, 16, 1, 0, RowMajor>);
+  reg("tune/group_quant/row_major/e16/d1/w1", BM_TuneGroupQuant<Plain, 16, 1, 1, RowMajor>);
+  reg("tune/group_quant/row_major/e16/d1/w2", BM_TuneGroupQuant<Plain, 16, 1, 2, RowMajor>);
+  reg("tune/group_quant/row_major/e16/d2/w1", BM_TuneGroupQuant<Plain, 16, 2, 1, RowMajor>);
+  reg("tune/group_quant/row_major/e16/d4/w1", BM_TuneGroupQuant<Plain, 16, 4, 1, RowMajor>);
+  reg("tune/group_quant/col_major/e16/d1/w1", BM_TuneGroupQuant<Plain, 16, 1, 1, ColMajor>);
+  reg("tune/group_quant/col_major/e16/d1/w2", BM_TuneGroupQuant<Plain, 16, 1, 2, ColMajor>);
+  // SiLU-clamp, I = 2048
+  using Silu = detail::SiluClampLoad<BFloat16>;
+  reg("tune/silu_clamp_quant/row_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, RowMajor>);
+  reg("tune/silu_clamp_quant/row_major/e16/d1/w2", BM_TuneSilu<Silu, 16, 1, 2, RowMajor>);
+  reg("tune/silu_clamp_quant/col_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, ColMajor>);
+  reg("tune/silu_clamp_quant/col_major/e16/d1/w2", BM_TuneSilu<Silu, 16, 1, 2, ColMajor>);
 }
 
 void registerAll(bool quick) {

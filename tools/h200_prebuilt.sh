@@ -5,7 +5,7 @@
 #   mkdir -p .devbin && cp build/cuda/tests/device/fp8scale_device_tests \
 #     build/cuda/benchmarks/bench_producers /lib/x86_64-linux-gnu/libbenchmark.so.1debian .devbin/
 # then device run with carry [".devbin"]: bash tools/h200_prebuilt.sh
-#   TESTS=filter (default all)  BENCH=full|quick|0  SANITIZE=1|full
+#   TESTS=filter (default all)  BENCH=full|quick|tune|0  SANITIZE=1|full
 set -uo pipefail
 OUT=${OUT:-/tmp/fp8scale-out}
 mkdir -p "$OUT"
@@ -31,9 +31,11 @@ grep -E "^\[ (bf16|fp16|fp32|e4m3)|^\[  FAILED  \].*ms\)" "$OUT/device_tests.log
 grep -E "Failure|error:|Expected|Which is|  Actual|differ|not zeroed|holds" "$OUT/device_tests.log" | head -30
 grep -E "^\[       OK \]" "$OUT/device_tests.log" | sed -E 's/.*OK \] (.*) \(([0-9]+) ms\)/\2 ms  \1/' | sort -rn | head -8
 case "${BENCH:-0}" in
-  full|quick)
+  full|quick|tune)
     start=$(date +%s)
     flag=""; [ "$BENCH" = quick ] && flag=--quick
+    # tune: the tuning entries and the producers' large-M rows, with the baselines
+    [ "$BENCH" = tune ] && flag='--benchmark_filter=copy_256|empty|tune/|_quant/(row|col)_major/(64|512|2048|8192|65536)(/|$)'
     timeout "${BENCH_TIMEOUT:-300}" .devbin/bench_producers $flag --benchmark_out="$OUT/bench.json" \
       --benchmark_out_format=json > "$OUT/bench.txt" 2>&1
     echo "bench: exit $? in $(( $(date +%s) - start )) s"

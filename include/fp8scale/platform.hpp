@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 #include <type_traits>
 
@@ -256,6 +258,55 @@ inline DeviceError devBlocksPerSm(int* n, Kernel kernel, int threads) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, threads, 0);
 }
 #endif
+
+/// Blocks per SM of `kernel` at `threads` threads on `device`, queried once
+/// per (kernel, device) and cached (a mutex-guarded map: launchers consult it
+/// only for grids larger than the device holds at once).
+template <class Kernel>
+inline DeviceError cachedBlocksPerSm(int* n, Kernel kernel, int threads, int device) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, int> cache;
+  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto it = cache.find(key);
+  if (it != cache.end()) {
+    *n = it->second;
+    return kDeviceSuccess;
+  }
+  const DeviceError e = devBlocksPerSm(n, kernel, threads);
+  if (e == kDeviceSuccess) cache.emplace(key, *n);
+  return e;
+}
+
+/// Blocks of `kernel` (at `threads` threads) the current device runs at once:
+/// blocks per SM x SMs, both cached per device.
+template <class Kernel>
+inline DeviceError residentBlocks(int* n, Kernel kernel, int threads) {
+  int device = 0;
+  DeviceError e = devGetDevice(&device);
+  if (e != kDeviceSuccess) return e;
+  static std::mutex mutex;
+  static std::map<int, int> sms;
+  int smCount = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = sms.find(device);
+    if (it != sms.end()) smCount = it->second;
+  }
+  if (smCount == 0) {
+    DeviceInfo info;
+    e = queryDevice(device, info);
+    if (e != kDeviceSuccess) return e;
+    smCount = info.multiProcessorCount;
+    std::lock_guard<std::mutex> lock(mutex);
+    sms[device] = smCount;
+  }
+  int perSm = 0;
+  e = cachedBlocksPerSm(&perSm, kernel, threads, device);
+  if (e != kDeviceSuccess) return e;
+  *n = perSm * smCount;
+  return kDeviceSuccess;
+}
 
 }  // namespace detail
 

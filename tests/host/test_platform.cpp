@@ -44,3 +44,30 @@ TEST(GroupTile, TilesArePowersOfTwoThatFillTheBlock) {
         }
       }
 }
+
+// Large group-tile grids are capped near what the device runs at once, each
+// block then looping over its row tiles: every row tile must still be covered
+// exactly once (blocks x steps >= tiles, fewer steps would leave tiles out),
+// the loads even (no block does more than one step beyond another) and the
+// grid within the cap.
+TEST(GroupTile, RowTileBlocksCoverEveryTileEvenly) {
+  using fp8scale::index_t;
+  using fp8scale::detail::rowTileBlocks;
+  EXPECT_EQ(rowTileBlocks(100, 7, 0), 100) << "no cap: a block per row tile";
+  EXPECT_EQ(rowTileBlocks(100, 7, 700), 100) << "fits: a block per row tile";
+  EXPECT_EQ(rowTileBlocks(2048, 7, 2112), 293) << "M = 8192 row-major tiles on 132 x 8 x 2 blocks: 7 steps";
+  EXPECT_EQ(rowTileBlocks(5, 1000, 10), 1) << "more group tiles than the cap: one row-tile block";
+  for (index_t tiles : {1, 2, 3, 31, 32, 33, 1000, 2048, 16384, 74899})
+    for (index_t groupTiles : {1, 4, 7, 14, 56})
+      for (index_t target : {1, 132, 1056, 2112}) {
+        const index_t blocks = rowTileBlocks(tiles, groupTiles, target);
+        ASSERT_GE(blocks, 1);
+        ASSERT_LE(blocks, tiles);
+        const index_t steps = (tiles + blocks - 1) / blocks;  // the kernel's loop count of block 0
+        EXPECT_GE(blocks * steps, tiles);
+        EXPECT_LT((blocks - 1) * steps, tiles) << "the last block has work";
+        if (tiles * groupTiles > target && target >= groupTiles) {
+          EXPECT_LE(blocks * groupTiles, target) << tiles << " " << groupTiles << " " << target;
+        }
+      }
+}

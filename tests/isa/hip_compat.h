@@ -59,6 +59,19 @@ extern "C" __device__ inline size_t __ockl_get_local_size(uint dim) {
   }
 }
 
+// gridDim: workgroups per dimension, as ockl computes it (grid size in work
+// items over the workgroup size, rounded up).
+extern "C" __device__ inline size_t __ockl_get_num_groups(uint dim) {
+  uint items = 0, group = 1;
+  switch (dim) {
+    case 0: items = __builtin_amdgcn_grid_size_x(); group = __builtin_amdgcn_workgroup_size_x(); break;
+    case 1: items = __builtin_amdgcn_grid_size_y(); group = __builtin_amdgcn_workgroup_size_y(); break;
+    case 2: items = __builtin_amdgcn_grid_size_z(); group = __builtin_amdgcn_workgroup_size_z(); break;
+    default: return 1;
+  }
+  return (items + group - 1) / group;
+}
+
 // __syncthreads() fences through this OpenCL library function (hip.amdgcn.bc
 // in ROCm). The builtin fence needs constant order and scope, which inlining
 // provides at every call site in the HIP headers.

@@ -127,24 +127,6 @@ namespace detail {
 
 inline std::size_t alignBytes256(std::size_t n) { return (n + 255) / 256 * 256; }
 
-/// Blocks per SM of `kernel` at `threads` threads on `device`, queried once
-/// per (kernel, device) and cached.
-template <class Kernel>
-inline DeviceError cachedBlocksPerSm(int* n, Kernel kernel, int threads, int device) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, int> cache;
-  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto it = cache.find(key);
-  if (it != cache.end()) {
-    *n = it->second;
-    return kDeviceSuccess;
-  }
-  const DeviceError e = devBlocksPerSm(n, kernel, threads);
-  if (e == kDeviceSuccess) cache.emplace(key, *n);
-  return e;
-}
-
 }  // namespace detail
 
 /// One rank's view of the node's allreduce state. Not copyable; one per rank

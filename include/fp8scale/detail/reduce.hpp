@@ -5,16 +5,15 @@
 //   groupAllMax<kLanes>(v)  max over a logical warp of kLanes consecutive lanes
 //                           (one quantization group), NaN ignored (fmaxf),
 //                           result in every lane of that logical warp.
-//   blockSum<kThreads>(v)   sum over the block, result in every thread.
+//   rowSum<kThreads, kVecs>(partials)  a row's sum of per-vector partials in
+//                           an order independent of the block shape.
 #pragma once
 
 #include "../platform.hpp"
 
 #if defined(FP8SCALE_PLATFORM_CUDA)
-#include <cub/block/block_reduce.cuh>
 #include <cub/warp/warp_reduce.cuh>
 #elif defined(FP8SCALE_PLATFORM_HIP)
-#include <rocprim/block/block_reduce.hpp>
 #include <rocprim/warp/warp_reduce.hpp>
 #endif
 
@@ -62,25 +61,50 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float groupAllMax(float v) {
   }
 }
 
-/// Sum over a 1-D block of kThreads threads, returned to every thread.
-/// Contains a block barrier: every thread of the block must call it.
-template <int kThreads>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float blockSum(float v) {
+/// The sum of a row's per-vector partials, in an order fixed by the row
+/// alone: partial[i] of thread t belongs to vector v = i * kThreads + t, and
+/// the result is (w0 + w1) + w2 + ... over the row's runs of kWarpSize
+/// consecutive vectors, each run w summed by the vendor's warp reduction. The
+/// same row thus gives the same bits whatever the block shape (1024 x 1 or
+/// 256 x 4), so a row quantizes alike at any M and in the fused allreduce.
+/// Returned to every thread. Contains block barriers: every thread of the
+/// block must call it. kThreads is a multiple of the warp size.
+template <int kThreads, int kVecs>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs]) {
+  static_assert(kThreads % kWarpSize == 0, "whole warps");
+  constexpr int kWarps = kThreads / kWarpSize;
+  constexpr int kRuns = kWarps * kVecs;  // runs of kWarpSize vectors in the row
+  __shared__ float runSums[kRuns];
   __shared__ float total;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
 #if defined(FP8SCALE_PLATFORM_CUDA)
-  using BlockReduce = cub::BlockReduce<float, kThreads>;
-  __shared__ typename BlockReduce::TempStorage storage;
-  const float sum = BlockReduce(storage).Sum(v);
+  using WarpReduce = cub::WarpReduce<float>;
+  __shared__ typename WarpReduce::TempStorage storage[kWarps];
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    const float run = WarpReduce(storage[warp]).Sum(partial[i]);  // valid in lane 0
+    if (lane == 0) runSums[i * kWarps + warp] = run;                // run of vectors (i * kThreads + warp * 32, ...)
+  }
 #else
-  using BlockReduce = rocprim::block_reduce<float, kThreads>;
-  __shared__ typename BlockReduce::storage_type storage;
-  float sum;
-  BlockReduce().reduce(v, sum, storage);
+  using WarpReduce = rocprim::warp_reduce<float, kWarpSize>;
+  __shared__ typename WarpReduce::storage_type storage[kWarps];
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    float run;
+    WarpReduce().reduce(partial[i], run, storage[warp]);  // valid in lane 0
+    if (lane == 0) runSums[i * kWarps + warp] = run;
+  }
 #endif
-  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = runSums[0];
+    for (int r = 1; r < kRuns; ++r) sum += runSums[r];
+    total = sum;
+  }
   __syncthreads();
   const float result = total;
-  __syncthreads();  // `total` may be reused by the next call
+  __syncthreads();  // `total` and `runSums` may be reused by the next row
   return result;
 }
 

@@ -23,10 +23,16 @@ constexpr int kVecElems = 16 / static_cast<int>(sizeof(In));
 
 #if defined(FP8SCALE_HAS_DEVICE)
 
-/// Loads kVecElems<In> inputs from a 16-byte aligned address, widened to fp32.
+/// Loads the 16 raw bytes at a 16-byte aligned address (a load that a
+/// producer issues early and converts later: 4 registers in flight).
 template <class In>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadVec(const In* src, float* out) {
-  const Bytes16 b = *reinterpret_cast<const Bytes16*>(src);
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Bytes16 loadRaw(const In* src) {
+  return *reinterpret_cast<const Bytes16*>(src);
+}
+
+/// Widens the kVecElems<In> inputs held in `b` to fp32.
+template <class In>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void unpackVec(const Bytes16& b, float* out) {
   if constexpr (sizeof(In) == 4) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) out[i] = bitCast<float>(b.w[i]);
@@ -37,6 +43,12 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadVec(const In* src, float* out) {
       out[2 * i + 1] = toFloat(In{static_cast<std::uint16_t>(b.w[i] >> 16)});
     }
   }
+}
+
+/// Loads kVecElems<In> inputs from a 16-byte aligned address, widened to fp32.
+template <class In>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadVec(const In* src, float* out) {
+  unpackVec<In>(loadRaw(src), out);
 }
 
 /// Stores kVecElems<In> fp32 values as `In` (round to nearest even) to a

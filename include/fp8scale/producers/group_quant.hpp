@@ -61,7 +61,27 @@ struct GroupTilePolicy {
   /// fp32 scales per 32-byte sector: the tile edge along the scale layout's
   /// contiguous dimension.
   static constexpr int kSectorScales = 8;
+  /// Large grids are capped at this many times the blocks the device runs at
+  /// once; each block then loops over its row tiles with the next tile's
+  /// loads in flight (groupTile). H200, K = 7168 / I = 2048, M = 8192 and
+  /// 65536 (tune/ entries), as a fraction of the copy bandwidth: group quant
+  /// one wave 0.93-0.94 row-major, 0.93-0.96 column-major (two waves:
+  /// 0.92-0.94, 0.91-0.93; a block per tile with the loop's 54 registers:
+  /// 0.81-0.82; the same loop-free kernel at 40 registers: 0.94-0.95);
+  /// SiLU-clamp two waves 0.87-0.96 (one: 0.87-0.94).
+  static constexpr int kGroupQuantWaves = 1;
+  static constexpr int kSiluClampWaves = 2;
+  /// Row tiles whose loads a thread keeps in flight (groupTile's ring):
+  /// depth 2-4 measured 1-7% slower (more registers, fewer warps).
+  static constexpr int kDepth = 1;
 };
+
+namespace detail {
+/// Below this many (row, group) slices a launch never queries occupancy: the
+/// grid is far smaller than the device (132 SMs x 8 blocks x 32 groups).
+template <class In>
+constexpr index_t kGroupTileCapMinSlices = 16384;
+}  // namespace detail
 
 namespace detail {
 
@@ -98,32 +118,67 @@ inline void chooseTile(int slots, int sector, index_t rows, index_t groups, int&
   }
 }
 
+/// Blocks along the row-tile axis of a group-tile grid with `groupTiles`
+/// blocks along the other: one per row tile while the grid has at most
+/// `targetBlocks` blocks (or targetBlocks <= 0); otherwise about
+/// targetBlocks / groupTiles blocks, evened out so that every block loops over
+/// the same number of row tiles (or one fewer).
+inline index_t rowTileBlocks(index_t rowTiles, index_t groupTiles, index_t targetBlocks) {
+  if (targetBlocks <= 0 || rowTiles * groupTiles <= targetBlocks) return rowTiles;
+  const index_t cap = targetBlocks / groupTiles > 1 ? targetBlocks / groupTiles : 1;
+  const index_t steps = (rowTiles + cap - 1) / cap;
+  return (rowTiles + steps - 1) / steps;
+}
+
 #if defined(FP8SCALE_HAS_DEVICE)
 
-/// Loads the kElems values of group-slice (m, k .. k + kElems) of x (a slice
-/// never straddles a head).
+/// The raw bytes of one thread's slice: kElems / kVecElems 16-byte vectors,
+/// held as loaded (4 registers each) until they are converted.
+template <class In, int kElems>
+struct RawSlice {
+  Bytes16 b[kElems / kVecElems<In>];
+};
+
+/// Group quant's input access: fetch() issues the loads of slice
+/// (m, k .. k + kElems) of x (a slice never straddles a head); values()
+/// converts them to fp32.
 template <class In>
 struct PlainLoad {
   GroupQuantInput<In> in;
   template <int kElems>
-  FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void operator()(index_t m, index_t k, float (&v)[kElems]) const {
+  using Raw = RawSlice<In, kElems>;
+
+  template <int kElems>
+  FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Raw<kElems> fetch(index_t m, index_t k) const {
     // Head of column k; K < 2^31 is checked on the host, so 32-bit division.
     const index_t h = in.heads == 1 ? 0
                                     : static_cast<index_t>(static_cast<std::uint32_t>(k) /
                                                            static_cast<std::uint32_t>(in.headDim));
     const In* src = in.x + m * in.tokenStride + h * in.headStride + (k - h * in.headDim);  // x(m, h, d)
+    Raw<kElems> r;
 #pragma unroll
-    for (int i = 0; i < kElems; i += kVecElems<In>) loadVec(src + i, v + i);
+    for (int i = 0; i < kElems / kVecElems<In>; ++i) r.b[i] = loadRaw(src + i * kVecElems<In>);
+    return r;
+  }
+
+  template <int kElems>
+  FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void values(const Raw<kElems>& r, float (&v)[kElems]) const {
+#pragma unroll
+    for (int i = 0; i < kElems / kVecElems<In>; ++i) unpackVec<In>(r.b[i], v + i * kVecElems<In>);
   }
 };
 
-/// The tiled body shared by group quant and SiLU-clamp quant. `load(m, k, v)`
-/// produces the fp32 values of columns [k, k + kElems) of row m. Block
-/// (blockIdx.x, blockIdx.y) owns rows [x * tileRows, ...) x groups
-/// [y * tileGroups, ...): a 2-D grid, so no thread divides to find its tile.
-/// (Two slices a thread, all loads first, measured 6-12% slower on the H200:
-/// 59-63 registers halve the resident warps.)
-template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems, class Load>
+/// The tiled body shared by group quant and SiLU-clamp quant. `load` has
+/// fetch(m, k) (the raw loads of columns [k, k + kElems) of row m) and
+/// values(raw, v) (their fp32 values). Block (blockIdx.x, blockIdx.y) owns
+/// groups [y * tileGroups, ...) of the row tiles x, x + gridDim.x, ...: a 2-D
+/// grid, so no thread divides to find its tile. When the grid holds fewer row
+/// tiles than the tensor (large M: groupTileGrid caps it near what the device
+/// runs at once), each thread keeps the raw bytes of its next kDepth tiles
+/// in flight while it quantizes the current one, so its loads overlap the
+/// reduction and the stores. (Two slices a thread converted to fp32 up front
+/// measured 6-12% slower on the H200: 59-63 registers halve the resident warps.)
+template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems, int kDepth, class Load>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t rows, index_t groups,
                                                     Fp8Matrix<Format> q,
                                                     ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
@@ -137,21 +192,38 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
   // tileRows and tileGroups are powers of two (chooseTile): mask and shift.
   const int r = TRANSPOSE_SCALE ? slot & (tileRows - 1) : slot >> __popc(tileGroups - 1);
   const int c = TRANSPOSE_SCALE ? slot >> __popc(tileRows - 1) : slot & (tileGroups - 1);
-  const index_t m = static_cast<index_t>(blockIdx.x) * tileRows + r;
+  index_t m = static_cast<index_t>(blockIdx.x) * tileRows + r;
   const index_t g = static_cast<index_t>(blockIdx.y) * tileGroups + c;
+  const index_t rowStep = static_cast<index_t>(gridDim.x) * tileRows;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
   if (m >= rows || g >= groups) return;  // the whole group's lanes leave together
 
-  // Load
+  // A ring of kDepth row tiles' raw loads: slot j is refilled with the tile
+  // kDepth steps ahead as soon as its values are out, before they are
+  // quantized and stored (uniform over the group's lanes).
   const index_t k = g * kGroup + lane * kElems;
-  float v[kElems];
-  load(m, k, v);  // (M, K) slice
+  using Raw = decltype(load.template fetch<kElems>(m, k));
+  Raw ring[kDepth];
+#pragma unroll
+  for (int j = 0; j < kDepth; ++j)
+    if (m + j * rowStep < rows) ring[j] = load.template fetch<kElems>(m + j * rowStep, k);  // (M, K) slice
+  for (;; m += kDepth * rowStep) {
+#pragma unroll
+    for (int j = 0; j < kDepth; ++j) {
+      const index_t mj = m + j * rowStep;
+      if (mj >= rows) return;
+      float v[kElems];
+      load.values(ring[j], v);
+      const index_t ahead = mj + kDepth * rowStep;
+      if (ahead < rows) ring[j] = load.template fetch<kElems>(ahead, k);
 
-  // Reduce, scale, convert, store
-  const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(m, k), fmax, eps);
-  if (lane == 0) storeScale(scale, m, g, s);  // (M, G)
-  zeroScalePadding<kLanes>(scale, m, g, lane);
+      // Reduce, scale, convert, store
+      const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(mj, k), fmax, eps);
+      if (lane == 0) storeScale(scale, mj, g, s);  // (M, G)
+      zeroScalePadding<kLanes>(scale, mj, g, lane);
+    }
+  }
 }
 
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE>
@@ -159,7 +231,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     groupQuantKernel(GroupQuantInput<In> in, Fp8Matrix<Format> q,
                      ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps, int tileRows,
                      int tileGroups) {
-  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems>(
+  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, GroupTilePolicy<In>::kDepth>(
       PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale, fmax, eps, tileRows, tileGroups);
 }
 
@@ -172,39 +244,53 @@ struct GroupQuantKernelFor {
   };
 };
 
-/// Grid and tile of a group-tile launch: (row tiles, group tiles) blocks;
-/// kInvalidShape past the grid limits.
+/// Grid and tile of a group-tile launch: (row-tile blocks, group tiles),
+/// the row-tile axis capped by rowTileBlocks() at `targetBlocks` (<= 0: no
+/// cap); kInvalidShape past the grid limits.
 template <class In, bool TRANSPOSE_SCALE>
-inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int groupSize, dim3& grid, int& tileRows,
-                            int& tileGroups) {
+inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int groupSize, index_t targetBlocks,
+                            dim3& grid, int& tileRows, int& tileGroups) {
   using Policy = GroupTilePolicy<In>;
   const int slots = Policy::kThreads / (groupSize / Policy::kElems);
   chooseTile<TRANSPOSE_SCALE>(slots, Policy::kSectorScales, rows, groups, tileRows, tileGroups);
   const index_t rowTiles = (rows + tileRows - 1) / tileRows;
   const index_t groupTiles = (groups + tileGroups - 1) / tileGroups;
-  if (!fitsOneGrid(rowTiles, Policy::kThreads))
-    return Status::error(StatusCode::kInvalidShape, fn, "M", "too many rows for one launch", rows);
   if (groupTiles > kMaxGridY)
     return Status::error(StatusCode::kInvalidShape, fn, "groups", "too many groups per row for one launch", groups,
                          kMaxGridY * tileGroups);
-  grid = dim3(static_cast<unsigned>(rowTiles), static_cast<unsigned>(groupTiles));
+  const index_t blocksX = rowTileBlocks(rowTiles, groupTiles, targetBlocks);
+  if (!fitsOneGrid(blocksX, Policy::kThreads))
+    return Status::error(StatusCode::kInvalidShape, fn, "M", "too many rows for one launch", rows);
+  grid = dim3(static_cast<unsigned>(blocksX), static_cast<unsigned>(groupTiles));
   return Status::ok();
 }
 
 /// The launch shared by the group-tile producers: grid and tile, then the
 /// rule x group-size dispatch to KernelFor<Rule, kGroup>::kernel(), called
-/// with (args..., eps, tileRows, tileGroups).
+/// with (args..., eps, tileRows, tileGroups). A grid of more row tiles than
+/// `residentWaves` x the blocks the device runs at once (queried once per
+/// kernel) is capped there (<= 0: one block per row tile).
 template <class In, bool TRANSPOSE_SCALE, template <class, int> class KernelFor, class... Args>
 Status launchGroupTile(const char* fn, index_t rows, index_t groups, const QuantOptions& opt, Stream stream,
-                       Args... args) {
-  dim3 grid;
-  int tileRows = 0, tileGroups = 0;
-  if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, grid, tileRows, tileGroups); !s)
-    return s;
+                       int residentWaves, Args... args) {
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    const DeviceError e =
-        launchKernelPdl(opt.programmaticLaunch, KernelFor<decltype(rule), decltype(group)::value>::kernel(), grid,
-                        dim3(GroupTilePolicy<In>::kThreads), 0, stream, args..., opt.eps, tileRows, tileGroups);
+    const auto kernel = KernelFor<decltype(rule), decltype(group)::value>::kernel();
+    constexpr int kThreads = GroupTilePolicy<In>::kThreads;
+    index_t targetBlocks = 0;
+    if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices<In>) {
+      int resident = 0;
+      const DeviceError e = residentBlocks(&resident, kernel, kThreads);
+      if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
+      targetBlocks = static_cast<index_t>(resident) * residentWaves;
+    }
+    dim3 grid;
+    int tileRows = 0, tileGroups = 0;
+    if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, targetBlocks, grid, tileRows,
+                                                      tileGroups);
+        !s)
+      return s;
+    const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(kThreads), 0, stream, args...,
+                                          opt.eps, tileRows, tileGroups);
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);
   });
 }
@@ -283,7 +369,7 @@ Result<QuantizedTensor<Format, Layout>> groupQuant(const GroupQuantInput<In>& in
   }
   const Status launched =
       detail::launchGroupTile<In, TRANSPOSE_SCALE, detail::GroupQuantKernelFor<In, Format, TRANSPOSE_SCALE>::template Of>(
-          "groupQuant", in.rows, groups, opt, stream, in, q, scale, fmax);
+          "groupQuant", in.rows, groups, opt, stream, GroupTilePolicy<In>::kGroupQuantWaves, in, q, scale, fmax);
   if (!launched) return launched;
   return out;
 }

@@ -7,8 +7,10 @@
 //   y = h * rsqrt(mean(h^2) + normEps) * weight   (fp32, h not re-rounded)
 //   q, scale = group quant of y (fp32, never rounded to bf16 first);
 //   optionally normOut = round(y) (the "emit_bf16" output).
-// One block per row; each thread keeps its slice of h in registers between
-// the norm's reduction and the quantization.
+// One block per row, or (M >= RmsNormPolicy::kRowsMinRows) one wave of
+// blocks looping over the rows with the next row's loads in flight; each
+// thread keeps its slice of h in registers between the norm's reduction and
+// the quantization.
 #pragma once
 
 #include <cmath>
@@ -34,71 +36,91 @@ struct RmsNormQuantInput {
   index_t ldNormOut = 0;
 };
 
-/// Tuning: one block per row, each thread holding up to kMaxVecs 16-byte
-/// vectors of the row in registers. Rows of up to 1024 vectors (7168 and 8192
-/// bf16 columns) run 1024 threads of one vector (30 registers on sm_90, two
-/// blocks per SM): the shortest per-thread chain of loads, reductions and
-/// stores. On the H200 at K = 7168 (benchmarks/results, tune/ entries), it
-/// and 512 x 2 tie at M <= 64 (3.2-3.3 us; 256 x 4: 4.0-4.2 us), 512 x 2 wins
-/// at M = 512 (7.9 vs 8.6 us), and 1024 x 1 wins from M = 2048 on (0.78x vs
-/// 0.73x the copy bandwidth at M = 8192, 0.80x vs 0.77x at 65536). Longer rows,
-/// up to kMaxCols, run 512 threads of 8 vectors (128 registers: one block per SM).
+/// Tuning (H200, K = 7168, benchmarks/results tune/ entries). Rows of up to
+/// 1024 vectors (7168 and 8192 bf16 columns):
+///   - M < kRowsMinRows: one block per row, 1024 threads of one vector (30
+///     registers, two blocks per SM): the shortest chain of loads, reduction
+///     and stores. 1024 x 1 and 512 x 2 tie at M <= 64 (3.2-3.3 us; 256 x 4:
+///     4.0-4.2 us).
+///   - M >= kRowsMinRows: rmsNormQuantRowsKernel, 256 threads of 4 vectors,
+///     at most 128 registers (two blocks per SM), one wave of blocks looping
+///     over the rows with the next row's loads in flight: 0.88-0.89x the copy
+///     bandwidth at M = 8192 and 65536, against 0.76-0.80x for a block per
+///     row (512 x 2 looping: 0.83-0.85x; 1024 x 1 looping: 0.83x; 128 x 8 and
+///     three blocks per SM (spills): 0.58-0.73x). Equal to 1024 x 1 at M = 512.
+/// Longer rows, up to kMaxCols, run one block per row of 512 threads of 8
+/// vectors (128 registers: one block per SM).
 template <class In>
 struct RmsNormPolicy {
   static constexpr int kWideThreads = 1024;
   static constexpr int kWideVecs = 1;
+  static constexpr int kRowsThreads = 256;
+  static constexpr int kRowsVecs = 4;
+  static constexpr int kRowsMinBlocksPerSm = 2;
+  static constexpr int kRowsResidentWaves = 1;
+  static constexpr index_t kRowsMinRows = 512;
   static constexpr int kLargeThreads = 512;
   static constexpr int kLargeVecs = 8;
   static constexpr index_t kMaxCols = static_cast<index_t>(kLargeThreads) * kLargeVecs * detail::kVecElems<In>;
+  static_assert(kRowsThreads * kRowsVecs == kWideThreads * kWideVecs, "both wide shapes hold the same rows");
 };
 
 namespace detail {
 
 #if defined(FP8SCALE_HAS_DEVICE)
 
-/// The row body of RMSNorm quant for row `m`, with the row's input values
-/// supplied by `loadX(v, out)`: out[0, kVecElems) = x(m, v * kVecElems + j) as
-/// fp32 (already rounded to In). rmsNormQuantRow passes a load of in.x; the
-/// fused allreduce passes its rank-ordered sum. in.x itself is not read here.
-/// Every thread of the block must call it (it contains block barriers).
+/// First half of the row body: h = x (+ residual, written back rounded) as
+/// fp32, and for each of this thread's vectors the sum of its h^2 (partial,
+/// 0 for vectors past the row). h[i] holds vector v = i * kThreads + t of the
+/// row; `xAt(i, out)` supplies x of that vector as fp32 (rounded to In) and
+/// `residualAt(i, out)` the residual's (called only with a residual).
+template <class In, int kThreads, int kMaxVecs, class XAt, class ResidualAt>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormGather(const RmsNormQuantInput<In>& in, index_t m, const XAt& xAt,
+                                                        const ResidualAt& residualAt,
+                                                        float (&h)[kMaxVecs][kVecElems<In>],
+                                                        float (&partial)[kMaxVecs]) {
+  constexpr int kVE = kVecElems<In>;
+  const int vecs = static_cast<int>(in.cols / kVE);
+  const int t = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int i = 0; i < kMaxVecs; ++i) {
+    const int v = i * kThreads + t;
+    partial[i] = 0.0f;
+    if (v < vecs) {
+      xAt(i, h[i]);  // x(m, v)
+      if (in.residual != nullptr) {
+        float rv[kVE];
+        residualAt(i, rv);  // residual(m, v)
+#pragma unroll
+        for (int j = 0; j < kVE; ++j) h[i][j] += rv[j];
+        storeVec(in.residual + m * in.ldResidual + v * kVE, h[i]);
+      }
+#pragma unroll
+      for (int j = 0; j < kVE; ++j) partial[i] += h[i][j] * h[i][j];
+    }
+  }
+}
+
+/// Second half: the row's sum of squares (rowSum: the same bits for every
+/// block shape), y = h * rsqrt(mean + normEps) * w
+/// (`weightAt(i, w)` supplies the weight of this thread's vector i as fp32),
+/// normOut, fp8 and scales of row m. Every thread of the block must call it
+/// (it contains block barriers).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
-          class LoadX>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuantInput<In>& in, index_t m,
-                                                              const LoadX& loadX, Fp8Matrix<Format> q,
-                                                              ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                              float fmax, float eps) {
+          class WeightAt>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<In>& in, index_t m,
+                                                        float (&h)[kMaxVecs][kVecElems<In>],
+                                                        const float (&partial)[kMaxVecs], const WeightAt& weightAt,
+                                                        Fp8Matrix<Format> q,
+                                                        ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
+                                                        float fmax, float eps) {
   constexpr int kVE = kVecElems<In>;
   constexpr int kLanes = kGroup / kVE;  // threads per group in one pass
   const int vecs = static_cast<int>(in.cols / kVE);
   const int t = static_cast<int>(threadIdx.x);
 
-  // Load (+ residual), keep h, accumulate sum of squares. The weight is
-  // fetched now too, as raw bytes (4 registers a vector), so that its latency
-  // hides behind the reduction instead of following it.
-  float h[kMaxVecs][kVE];
-  Bytes16 wRaw[kMaxVecs];
-  float sumSq = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kMaxVecs; ++i) {
-    const int v = i * kThreads + t;
-    if (v < vecs) {
-      wRaw[i] = *reinterpret_cast<const Bytes16*>(in.weight + v * kVE);  // weight(v)
-      loadX(v, h[i]);                                                    // x(m, v)
-      if (in.residual != nullptr) {
-        In* r = in.residual + m * in.ldResidual + v * kVE;  // residual(m, v)
-        float rv[kVE];
-        loadVec(r, rv);
-#pragma unroll
-        for (int j = 0; j < kVE; ++j) h[i][j] += rv[j];
-        storeVec(r, h[i]);
-      }
-#pragma unroll
-      for (int j = 0; j < kVE; ++j) sumSq += h[i][j] * h[i][j];
-    }
-  }
-
   // Reduce
-  const float total = blockSum<kThreads>(sumSq);
+  const float total = rowSum<kThreads, kMaxVecs>(partial);
   const float inv = rsqrtf(total / static_cast<float>(in.cols) + in.normEps);
 
   // Normalize, quantize, store
@@ -107,7 +129,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
     const int v = i * kThreads + t;
     if (v < vecs) {  // uniform over a group's kLanes lanes: vecs is a multiple of kLanes
       float w[kVE];
-      loadVec(reinterpret_cast<const In*>(&wRaw[i]), w);
+      weightAt(i, w);
 #pragma unroll
       for (int j = 0; j < kVE; ++j) h[i][j] = h[i][j] * inv * w[j];
       if (in.normOut != nullptr) storeVec(in.normOut + m * in.ldNormOut + v * kVE, h[i]);
@@ -120,23 +142,52 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
   }
 }
 
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRow(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q,
-                                                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                          float fmax, float eps) {
-  const index_t m = blockIdx.x;
-  gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
-  allowDependentLaunch();
-  const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
-  rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax,
-                                                                                     eps);
+/// This thread's raw weight vectors (v = i * kThreads + t, v < vecs).
+template <class In, int kThreads, int kMaxVecs>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadWeightRaw(const RmsNormQuantInput<In>& in, Bytes16 (&wRaw)[kMaxVecs]) {
+  const int vecs = static_cast<int>(in.cols / kVecElems<In>);
+#pragma unroll
+  for (int i = 0; i < kMaxVecs; ++i) {
+    const int v = i * kThreads + static_cast<int>(threadIdx.x);
+    if (v < vecs) wRaw[i] = loadRaw(in.weight + v * kVecElems<In>);  // weight(v)
+  }
+}
+
+/// The row body of RMSNorm quant for row `m`, with the row's input values
+/// supplied by `loadX(v, out)`: out[0, kVecElems) = x(m, v * kVecElems + j) as
+/// fp32 (already rounded to In). The fused allreduce passes its rank-ordered
+/// sum; in.x itself is not read here. The weight is fetched first, as raw
+/// bytes, so that its latency hides behind the reduction. Every thread of the
+/// block must call it (it contains block barriers).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
+          class LoadX>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuantInput<In>& in, index_t m,
+                                                              const LoadX& loadX, Fp8Matrix<Format> q,
+                                                              ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
+                                                              float fmax, float eps) {
+  constexpr int kVE = kVecElems<In>;
+  const int t = static_cast<int>(threadIdx.x);
+  Bytes16 wRaw[kMaxVecs];
+  loadWeightRaw<In, kThreads, kMaxVecs>(in, wRaw);
+  float h[kMaxVecs][kVE], partial[kMaxVecs];
+  rmsNormGather<In, kThreads, kMaxVecs>(
+      in, m, [&](int i, float* out) { loadX(i * kThreads + t, out); },
+      [&](int i, float* out) { loadVec(in.residual + m * in.ldResidual + (i * kThreads + t) * kVE, out); }, h,
+      partial);
+  rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(
+      in, m, h, partial, [&](int i, float* w) { unpackVec<In>(wRaw[i], w); }, q, scale, fmax, eps);
 }
 
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
                        ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps) {
-  rmsNormQuantRow<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(in, q, scale, fmax, eps);
+  const index_t m = blockIdx.x;
+  gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
+  allowDependentLaunch();
+  const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
+  rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax,
+                                                                                     eps);
 }
 
 /// One launch of kThreads-thread blocks, kMaxVecs vectors a thread (the row
@@ -153,6 +204,72 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
                         rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE,
                                            kThreads, kMaxVecs>,
                         dim3(static_cast<unsigned>(in.rows)), dim3(kThreads), 0, stream, in, q, scale, fmax, opt.eps);
+    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
+  });
+}
+
+/// RMSNorm quant for many rows: block b quantizes rows b, b + gridDim.x, ...,
+/// each row's x and residual fetched as raw bytes before the previous row's
+/// reduction, normalization and stores, so that they are in flight through
+/// them. The weight is read where it is applied (an L1 / L2 hit after the
+/// first row): holding it across rows would spill. Its row loop keeps more registers live
+/// than rmsNormQuantKernel (RmsNormPolicy picks the shape).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
+          int kMinBlocks>
+FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
+    rmsNormQuantRowsKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
+                           ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps) {
+  constexpr int kVE = kVecElems<In>;
+  const int vecs = static_cast<int>(in.cols / kVE);
+  const int t = static_cast<int>(threadIdx.x);
+  index_t m = blockIdx.x;
+  gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
+  allowDependentLaunch();
+  Bytes16 xRaw[kMaxVecs], rRaw[kMaxVecs];
+  const auto fetch = [&](index_t row) {
+#pragma unroll
+    for (int i = 0; i < kMaxVecs; ++i) {
+      const int v = i * kThreads + t;
+      if (v < vecs) {
+        xRaw[i] = loadRaw(in.x + row * in.ldx + v * kVE);                                           // x(row, v)
+        if (in.residual != nullptr) rRaw[i] = loadRaw(in.residual + row * in.ldResidual + v * kVE);  // residual(row, v)
+      }
+    }
+  };
+  fetch(m);
+  for (;;) {
+    float h[kMaxVecs][kVE], partial[kMaxVecs];
+    rmsNormGather<In, kThreads, kMaxVecs>(
+        in, m, [&](int i, float* out) { unpackVec<In>(xRaw[i], out); },
+        [&](int i, float* out) { unpackVec<In>(rRaw[i], out); }, h, partial);
+    const index_t next = m + gridDim.x;  // block-uniform
+    if (next < in.rows) fetch(next);
+    rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(
+        in, m, h, partial, [&](int i, float* w) { loadVec(in.weight + (i * kThreads + t) * kVE, w); }, q, scale, fmax,
+        eps);
+    if (next >= in.rows) break;
+    m = next;
+  }
+}
+
+/// Launches rmsNormQuantRowsKernel on min(M, residentWaves x the blocks the
+/// device runs at once) blocks of kThreads threads, kMaxVecs vectors each.
+template <class Format, int kThreads, int kMaxVecs, int kMinBlocks, class In, class Layout>
+Status launchRmsNormQuantRows(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+                              const QuantOptions& opt, float fmax, Stream stream, int residentWaves) {
+  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
+  return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
+    const auto kernel = rmsNormQuantRowsKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE,
+                                               kThreads, kMaxVecs, kMinBlocks>;
+    int resident = 0;
+    const DeviceError queried = residentBlocks(&resident, kernel, kThreads);
+    if (queried != kDeviceSuccess) return Status::fromDevice("rmsNormQuant", queried);
+    const index_t cap = static_cast<index_t>(resident) * residentWaves;
+    const index_t blocks = cap > 0 && in.rows > cap ? cap : in.rows;
+    if (!fitsOneGrid(blocks, kThreads))
+      return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
+    const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, dim3(static_cast<unsigned>(blocks)),
+                                          dim3(kThreads), 0, stream, in, q, scale, fmax, opt.eps);
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
   });
 }
@@ -214,6 +331,10 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
   if (vecs > static_cast<index_t>(Policy::kWideThreads) * Policy::kWideVecs)
     launched = detail::launchRmsNormQuantWith<Format, Policy::kLargeThreads, Policy::kLargeVecs>(in, q, scale, opt, fmax,
                                                                                                 stream);
+  else if (in.rows >= Policy::kRowsMinRows)
+    launched = detail::launchRmsNormQuantRows<Format, Policy::kRowsThreads, Policy::kRowsVecs,
+                                              Policy::kRowsMinBlocksPerSm>(in, q, scale, opt, fmax, stream,
+                                                                          Policy::kRowsResidentWaves);
   else
     launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(in, q, scale, opt, fmax,
                                                                                               stream);
