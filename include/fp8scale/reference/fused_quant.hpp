@@ -16,6 +16,16 @@
 namespace fp8scale {
 namespace reference {
 
+/// How closely the fused producers (RMSNorm quant, SiLU-clamp quant, the
+/// fused allreduce) follow these references, the bounds the device tests and
+/// fp8scale-allreduce-ranks check: every fp8 value within one step, at most
+/// kFusedMaxDifferingFraction of them differing; fp32-rule scales within a
+/// relative bound per producer (their last bits differ: amax goes through
+/// exp or rsqrt, and the row sum is fp64 here); UE8M0 scales identical.
+constexpr double kFusedMaxDifferingFraction = 0.01;
+constexpr double kSiluMaxScaleRel = 1.0 / (1 << 19);
+constexpr double kRmsNormMaxScaleRel = 1.0 / (1 << 16);
+
 /// The launcher options the references check their arguments with.
 inline QuantOptions referenceOptions(int groupSize, float fmax, float eps) {
   QuantOptions opt;
