@@ -343,7 +343,7 @@ void BM_TuneSilu(benchmark::State& state) {
 
 void registerTuning() {
   auto reg = [&](const char* name, auto fn) {
-    for (index_t M : {64, 512, 2048, 8192, 65536})
+    for (index_t M : {1, 8, 64, 512, 2048, 8192, 65536})
       benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
   };
   // RMSNorm: threads x vectors / min blocks per SM / waves (0: block per row)
@@ -355,15 +355,18 @@ void registerTuning() {
   reg("tune/rmsnorm_quant/row_major/128x8/rows/b2/w1", BM_TuneRmsNormBlock<128, 8, 2, 1>);
   // Group quant: values a thread / row tiles in flight (d) / waves (w; 0: a block per tile)
   using Plain = detail::PlainLoad<BFloat16>;
+  reg("tune/group_quant/row_major/e16/d0", BM_TuneGroupQuant<Plain, 16, 0, 0, RowMajor>);
   reg("tune/group_quant/row_major/e16/d1/w0", BM_TuneGroupQuant<Plain, 16, 1, 0, RowMajor>);
   reg("tune/group_quant/row_major/e16/d1/w1", BM_TuneGroupQuant<Plain, 16, 1, 1, RowMajor>);
   reg("tune/group_quant/row_major/e16/d1/w2", BM_TuneGroupQuant<Plain, 16, 1, 2, RowMajor>);
   reg("tune/group_quant/row_major/e16/d2/w1", BM_TuneGroupQuant<Plain, 16, 2, 1, RowMajor>);
   reg("tune/group_quant/row_major/e16/d4/w1", BM_TuneGroupQuant<Plain, 16, 4, 1, RowMajor>);
+  reg("tune/group_quant/col_major/e16/d0", BM_TuneGroupQuant<Plain, 16, 0, 0, ColMajor>);
   reg("tune/group_quant/col_major/e16/d1/w1", BM_TuneGroupQuant<Plain, 16, 1, 1, ColMajor>);
   reg("tune/group_quant/col_major/e16/d1/w2", BM_TuneGroupQuant<Plain, 16, 1, 2, ColMajor>);
   // SiLU-clamp, I = 2048
   using Silu = detail::SiluClampLoad<BFloat16>;
+  reg("tune/silu_clamp_quant/row_major/e16/d0", BM_TuneSilu<Silu, 16, 0, 0, RowMajor>);
   reg("tune/silu_clamp_quant/row_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, RowMajor>);
   reg("tune/silu_clamp_quant/row_major/e16/d1/w2", BM_TuneSilu<Silu, 16, 1, 2, RowMajor>);
   reg("tune/silu_clamp_quant/col_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, ColMajor>);

@@ -61,19 +61,27 @@ struct GroupTilePolicy {
   /// fp32 scales per 32-byte sector: the tile edge along the scale layout's
   /// contiguous dimension.
   static constexpr int kSectorScales = 8;
-  /// Large grids are capped at this many times the blocks the device runs at
-  /// once; each block then loops over its row tiles with the next tile's
-  /// loads in flight (groupTile). H200, K = 7168 / I = 2048, M = 8192 and
-  /// 65536 (tune/ entries), as a fraction of the copy bandwidth: group quant
-  /// one wave 0.93-0.94 row-major, 0.93-0.96 column-major (two waves:
-  /// 0.92-0.94, 0.91-0.93; a block per tile with the loop's 54 registers:
-  /// 0.81-0.82; the same loop-free kernel at 40 registers: 0.94-0.95);
-  /// SiLU-clamp two waves 0.87-0.96 (one: 0.87-0.94).
+  /// Group quant: grids larger than the device runs at once are capped at
+  /// kGroupQuantWaves x the resident blocks, each block looping over its row
+  /// tiles with the next tile's raw bytes in flight (groupTile, ring depth
+  /// kGroupQuantDepth). SiLU-clamp: a block per row tile (depth 0, no cap).
+  /// H200, K = 7168 / I = 2048, fraction of the copy bandwidth at M = 2048 /
+  /// 8192 / 65536 (tune/ entries of benchmarks/results/
+  /// h200_bench_producers_ab.json, one run):
+  ///   group quant row-major: loop 1.22 / 0.93 / 0.94, a block per tile
+  ///     1.08 / 0.95 / 0.95 (the loop evens out the last wave; the loop-free
+  ///     kernel has 40 registers, not 54); column-major: loop 1.14 / 0.93 /
+  ///     0.96, a block per tile 1.03 / 0.93 / 0.95; two waves, or rings of
+  ///     2-4 tiles: no better. At M <= 64 a block per tile is 0.1 us faster
+  ///     row-major, equal column-major.
+  ///   SiLU-clamp (57-63 registers looping, 41 not): a block per tile 0.84 /
+  ///     0.90 / 1.01, loop 0.83 / 0.88 / 0.97.
   static constexpr int kGroupQuantWaves = 1;
-  static constexpr int kSiluClampWaves = 2;
-  /// Row tiles whose loads a thread keeps in flight (groupTile's ring):
-  /// depth 2-4 measured 1-7% slower (more registers, fewer warps).
-  static constexpr int kDepth = 1;
+  static constexpr int kGroupQuantDepth = 1;
+  static constexpr int kSiluClampWaves = 0;
+  static constexpr int kSiluClampDepth = 0;
+  static_assert(kGroupQuantDepth > 0 || kGroupQuantWaves == 0, "a loop-free kernel needs a block per row tile");
+  static_assert(kSiluClampDepth > 0 || kSiluClampWaves == 0, "a loop-free kernel needs a block per row tile");
 };
 
 namespace detail {
@@ -176,7 +184,8 @@ struct PlainLoad {
 /// tiles than the tensor (large M: groupTileGrid caps it near what the device
 /// runs at once), each thread keeps the raw bytes of its next kDepth tiles
 /// in flight while it quantizes the current one, so its loads overlap the
-/// reduction and the stores. (Two slices a thread converted to fp32 up front
+/// reduction and the stores. kDepth = 0: one row tile per block, no loop
+/// (the grid must not be capped). (Two slices a thread converted to fp32 up front
 /// measured 6-12% slower on the H200: 59-63 registers halve the resident warps.)
 template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems, int kDepth, class Load>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t rows, index_t groups,
@@ -199,12 +208,22 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
   allowDependentLaunch();
   if (m >= rows || g >= groups) return;  // the whole group's lanes leave together
 
+  if constexpr (kDepth == 0) {  // one row tile per block: the grid is not capped
+    const index_t k = g * kGroup + lane * kElems;
+    float v[kElems];
+    load.values(load.template fetch<kElems>(m, k), v);  // (M, K) slice
+    const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(m, k), fmax, eps);
+    if (lane == 0) storeScale(scale, m, g, s);  // (M, G)
+    zeroScalePadding<kLanes>(scale, m, g, lane);
+    return;
+  }
+
   // A ring of kDepth row tiles' raw loads: slot j is refilled with the tile
   // kDepth steps ahead as soon as its values are out, before they are
   // quantized and stored (uniform over the group's lanes).
   const index_t k = g * kGroup + lane * kElems;
   using Raw = decltype(load.template fetch<kElems>(m, k));
-  Raw ring[kDepth];
+  Raw ring[kDepth > 0 ? kDepth : 1];
 #pragma unroll
   for (int j = 0; j < kDepth; ++j)
     if (m + j * rowStep < rows) ring[j] = load.template fetch<kElems>(m + j * rowStep, k);  // (M, K) slice
@@ -231,7 +250,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     groupQuantKernel(GroupQuantInput<In> in, Fp8Matrix<Format> q,
                      ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps, int tileRows,
                      int tileGroups) {
-  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, GroupTilePolicy<In>::kDepth>(
+  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, GroupTilePolicy<In>::kGroupQuantDepth>(
       PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale, fmax, eps, tileRows, tileGroups);
 }
 
