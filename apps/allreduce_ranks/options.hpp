@@ -3,7 +3,7 @@
 // Every flag takes its value as the next argument or after '=' (--m 1,16 or
 // --m=1,16). A bad flag or value is a UsageError whose message names the flag
 // and the value; main() prints it and exits with status 2. The number
-// parsing and list splitting are fp8scale-pipeline's (pipeline/options.hpp).
+// parsing and list splitting are the apps' shared ones (common/cli.hpp).
 #pragma once
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 
 #include "fp8scale/allreduce/communicator.hpp"
 #include "fp8scale/platform.hpp"
-#include "pipeline/options.hpp"
+#include "common/cli.hpp"
 
 namespace fp8scale {
 namespace ranks {
@@ -116,64 +116,46 @@ inline const char* usageText() {
 /// A flag given twice keeps its last value (the parent appends --world to
 /// the children's flags).
 inline std::variant<Options, UsageError> parseOptions(int argc, const char* const* argv) {
-  namespace util = pipeline::detail;
+  namespace util = cli;
   Options o;
   bool itersGiven = false;
   auto bad = [](const std::string& flag, const std::string& value, const std::string& why) {
     return UsageError{flag + " '" + value + "': " + why};
   };
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool hasValue = false;
-    if (arg.rfind("--", 0) == 0) {
-      const std::size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        hasValue = true;
-      }
-    }
-    auto flagOnly = [&]() -> std::optional<UsageError> {
-      if (hasValue) return UsageError{arg + " takes no value (got '" + value + "')"};
-      return std::nullopt;
-    };
-    auto next = [&]() -> std::optional<UsageError> {
-      if (hasValue) return std::nullopt;
-      if (i + 1 >= argc) return UsageError{arg + " needs a value (see --help)"};
-      value = argv[++i];
-      return std::nullopt;
-    };
+  cli::FlagReader reader(argc, argv);
+  while (reader.next()) {
+    const std::string arg = reader.flag();
+    const std::string& value = reader.value();  // a flag's value once takeValue() took it
 
     if (arg == "--help" || arg == "-h") {
-      if (auto e = flagOnly()) return *e;
+      if (auto e = reader.noValue()) return UsageError{*e};
       o.help = true;
     } else if (arg == "--allow-shared-gpu") {
-      if (auto e = flagOnly()) return *e;
+      if (auto e = reader.noValue()) return UsageError{*e};
       o.allowSharedGpu = true;
     } else if (arg == "--world") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = util::parseInt(value, 1, kAllreduceMaxRanks);
       if (!v || !isSupportedAllreduceWorld(static_cast<int>(*v)))
         return bad(arg, value, "the custom allreduce takes 1, 2, 4 or 8 ranks");
       o.world = static_cast<int>(*v);
     } else if (arg == "--rank") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = util::parseInt(value, 0, kAllreduceMaxRanks - 1);
       if (!v) return bad(arg, value, "not a rank in [0, 7]");
       o.rank = static_cast<int>(*v);
     } else if (arg == "--dir") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       if (value.empty()) return bad(arg, value, "empty directory name");
       o.dir = value;
     } else if (arg == "--mode") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       if (value == "check") o.mode = Mode::kCheck;
       else if (value == "race") o.mode = Mode::kRace;
       else if (value == "bench") o.mode = Mode::kBench;
       else return bad(arg, value, "not one of check, race, bench");
     } else if (arg == "--m") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       o.rows.clear();
       for (const std::string& item : util::splitList(value)) {
         const auto v = util::parseInt(item, 1, kMaxRows);
@@ -184,28 +166,28 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
       std::sort(o.rows.begin(), o.rows.end());
       o.rows.erase(std::unique(o.rows.begin(), o.rows.end()), o.rows.end());
     } else if (arg == "--k") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = util::parseInt(value, kGroup, kMaxCols);
       if (!v || *v % kGroup != 0)
         return bad(arg, value, "not a multiple of 128 in [128, " + std::to_string(kMaxCols) + "]");
       o.cols = *v;
     } else if (arg == "--iters") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = util::parseInt(value, 1, 1000000);
       if (!v) return bad(arg, value, "not an integer in [1, 1000000]");
       o.iters = static_cast<int>(*v);
       itersGiven = true;
     } else if (arg == "--json") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       if (value.empty()) return bad(arg, value, "empty file name");
       o.json = value;
     } else if (arg == "--timeout-s") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = util::parseInt(value, 1, 86400);
       if (!v) return bad(arg, value, "not a number of seconds in [1, 86400]");
       o.timeoutS = static_cast<int>(*v);
     } else {
-      return UsageError{"unknown flag '" + std::string(argv[i]) + "' (see --help)"};
+      return UsageError{"unknown flag '" + reader.argument() + "' (see --help)"};
     }
   }
   if (o.help) return o;

@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/cli.hpp"
 #include "fp8scale/platform.hpp"
 
 namespace fp8scale {
@@ -131,39 +132,9 @@ inline const char* usageText() {
 }
 
 namespace detail {
-
-inline std::vector<std::string> splitList(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = s.find(',', start);
-    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-/// A decimal integer in [lo, hi], the whole string.
-inline std::optional<long long> parseInt(const std::string& s, long long lo, long long hi) {
-  if (s.empty()) return std::nullopt;
-  for (char c : s)
-    if (c < '0' || c > '9') return std::nullopt;
-  long long v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi) return std::nullopt;  // incl. overflow
-  return v;
-}
-
-inline std::optional<float> parseFloat(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || errno == ERANGE || !(v == v)) return std::nullopt;
-  return static_cast<float>(v);
-}
-
+using cli::parseFloat;
+using cli::parseInt;
+using cli::splitList;
 }  // namespace detail
 
 /// Parses argv. Returns the options, or the UsageError of the first bad flag.
@@ -173,37 +144,19 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
   auto bad = [](const std::string& flag, const std::string& value, const std::string& why) {
     return UsageError{flag + " '" + value + "': " + why};
   };
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool hasValue = false;
-    if (arg.rfind("--", 0) == 0) {
-      const std::size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        hasValue = true;
-      }
-    }
-    auto flagOnly = [&]() -> std::optional<UsageError> {
-      if (hasValue) return UsageError{arg + " takes no value (got '" + value + "')"};
-      return std::nullopt;
-    };
-    auto next = [&]() -> std::optional<UsageError> {
-      if (hasValue) return std::nullopt;
-      if (i + 1 >= argc) return UsageError{arg + " needs a value (see --help)"};
-      value = argv[++i];
-      return std::nullopt;
-    };
+  cli::FlagReader reader(argc, argv);
+  while (reader.next()) {
+    const std::string arg = reader.flag();
+    const std::string& value = reader.value();  // a flag's value once takeValue() took it
 
     if (arg == "--help" || arg == "-h") {
-      if (auto e = flagOnly()) return *e;
+      if (auto e = reader.noValue()) return UsageError{*e};
       o.help = true;
     } else if (arg == "--host") {
-      if (auto e = flagOnly()) return *e;
+      if (auto e = reader.noValue()) return UsageError{*e};
       o.forceHost = true;
     } else if (arg == "--m") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       o.rows.clear();
       for (const std::string& item : detail::splitList(value)) {
         const auto v = detail::parseInt(item, 1, kMaxRows);
@@ -214,7 +167,7 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
       std::sort(o.rows.begin(), o.rows.end());
       o.rows.erase(std::unique(o.rows.begin(), o.rows.end()), o.rows.end());
     } else if (arg == "--sites") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       o.sites.clear();
       for (const std::string& item : detail::splitList(value)) {
         const auto s = siteFromName(item);
@@ -224,32 +177,32 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
       std::sort(o.sites.begin(), o.sites.end());
       sitesGiven = true;
     } else if (arg == "--attn-n") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = detail::parseInt(value, 16, 1 << 20);
       if (!v || *v % 16 != 0)
         return bad(arg, value, "not a multiple of 16 in [16, 1048576] (cuBLASLt's fp8 N must be a 16-multiple)");
       o.attnN = *v;
     } else if (arg == "--swiglu-limit") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = detail::parseFloat(value);
       if (!v) return bad(arg, value, "not a number");
       o.swigluLimit = *v;
     } else if (arg == "--iters") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = detail::parseInt(value, 1, 10000);
       if (!v) return bad(arg, value, "not an integer in [1, 10000]");
       o.iters = static_cast<int>(*v);
     } else if (arg == "--seed") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = detail::parseInt(value, 0, 9223372036854775807LL);
       if (!v) return bad(arg, value, "not a non-negative integer");
       o.seed = static_cast<std::uint64_t>(*v);
     } else if (arg == "--input") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       if (value.empty()) return bad(arg, value, "empty file name");
       o.input = value;
     } else if (arg == "--map") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       const std::size_t eq = value.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
         return bad(arg, value, "expected SITE=TENSOR (sites: " + siteList() + ")");
@@ -259,16 +212,16 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
         if (m.first == *s) return bad(arg, value, std::string("site ") + siteName(*s) + " is mapped twice");
       o.map.emplace_back(*s, value.substr(eq + 1));
     } else if (arg == "--corrupt") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       if (value != "fp8" && value != "scale" && value != "padding" && value != "residual" && value != "gemm")
         return bad(arg, value, "not one of fp8, scale, padding, residual, gemm");
       o.corrupt = value;
     } else if (arg == "--json") {
-      if (auto e = next()) return *e;
+      if (auto e = reader.takeValue()) return UsageError{*e};
       if (value.empty()) return bad(arg, value, "empty file name");
       o.json = value;
     } else {
-      return UsageError{"unknown flag '" + std::string(argv[i]) + "' (see --help)"};
+      return UsageError{"unknown flag '" + reader.argument() + "' (see --help)"};
     }
   }
   if (o.help) return o;
