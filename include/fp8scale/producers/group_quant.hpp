@@ -314,6 +314,26 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, const Quant
   });
 }
 
+/// What groupQuant() and siluClampQuant() do once their arguments are
+/// checked: the returned tensor (the producer's own buffers), M == 0 or no
+/// groups (the column-major padding cleared, nothing launched), else the
+/// group-tile launch of KernelFor's kernels with (in, q, scale, fmax).
+template <class In, template <class, int> class KernelFor, class Input, class Format, class Layout>
+Result<QuantizedTensor<Format, Layout>> runGroupTileProducer(const char* fn, const Input& in, index_t rows,
+                                                             index_t groups, Fp8Matrix<Format> q,
+                                                             ScaleView<float, Layout> scale, const QuantOptions& opt,
+                                                             float fmax, int residentWaves, Stream stream) {
+  QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
+  if (rows == 0 || groups == 0) {
+    if (Status s = clearEmptyScalePadding(fn, scale, stream); !s) return s;
+    return out;
+  }
+  const Status launched = launchGroupTile<In, Layout::kColumnMajor, KernelFor>(fn, rows, groups, opt, stream,
+                                                                               residentWaves, in, q, scale, fmax);
+  if (!launched) return launched;
+  return out;
+}
+
 #endif  // FP8SCALE_HAS_DEVICE
 
 /// The kernel finds a column's head with 32-bit division.
@@ -380,17 +400,9 @@ Result<QuantizedTensor<Format, Layout>> groupQuant(const GroupQuantInput<In>& in
   constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
   float fmax = 0.0f;
   if (Status s = detail::checkGroupQuant("groupQuant", in, q, scale, opt, fmax); !s) return s;
-  QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
-  const index_t groups = in.cols() / opt.groupSize;
-  if (in.rows == 0 || groups == 0) {
-    if (Status s = detail::clearEmptyScalePadding("groupQuant", scale, stream); !s) return s;
-    return out;
-  }
-  const Status launched =
-      detail::launchGroupTile<In, TRANSPOSE_SCALE, detail::GroupQuantKernelFor<In, Format, TRANSPOSE_SCALE>::template Of>(
-          "groupQuant", in.rows, groups, opt, stream, GroupTilePolicy<In>::kGroupQuantWaves, in, q, scale, fmax);
-  if (!launched) return launched;
-  return out;
+  return detail::runGroupTileProducer<In, detail::GroupQuantKernelFor<In, Format, TRANSPOSE_SCALE>::template Of>(
+      "groupQuant", in, in.rows, in.cols() / opt.groupSize, q, scale, opt, fmax,
+      GroupTilePolicy<In>::kGroupQuantWaves, stream);
 }
 
 #endif  // FP8SCALE_HAS_DEVICE

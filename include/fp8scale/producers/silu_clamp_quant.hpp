@@ -150,17 +150,9 @@ Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>&
   constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
   float fmax = 0.0f;
   if (Status s = detail::checkSiluClampQuant("siluClampQuant", in, q, scale, opt, fmax); !s) return s;
-  QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
-  const index_t groups = in.intermediate / opt.groupSize;
-  if (in.rows == 0 || groups == 0) {
-    if (Status s = detail::clearEmptyScalePadding("siluClampQuant", scale, stream); !s) return s;
-    return out;
-  }
-  const Status launched = detail::launchGroupTile<In, TRANSPOSE_SCALE,
-                                                  detail::SiluClampQuantKernelFor<In, Format, TRANSPOSE_SCALE>::template Of>(
-      "siluClampQuant", in.rows, groups, opt, stream, GroupTilePolicy<In>::kSiluClampWaves, in, q, scale, fmax);
-  if (!launched) return launched;
-  return out;
+  return detail::runGroupTileProducer<In, detail::SiluClampQuantKernelFor<In, Format, TRANSPOSE_SCALE>::template Of>(
+      "siluClampQuant", in, in.rows, in.intermediate / opt.groupSize, q, scale, opt, fmax,
+      GroupTilePolicy<In>::kSiluClampWaves, stream);
 }
 
 #endif  // FP8SCALE_HAS_DEVICE
