@@ -1,6 +1,6 @@
-// What the benchmarks share: a CUDA error check that ends the run, a Status
-// check, and the time per call of a body of GPU work, taken from CUDA events
-// around CUDA-graph replays.
+// What the benchmarks (and the apps' timings) share: a CUDA error check that
+// ends the run, a Status check, and the time per call of a body of GPU work,
+// taken from CUDA events around CUDA-graph replays.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,38 +35,79 @@ inline void expectOk(const Status& s) {
 /// Calls captured into one graph.
 constexpr int kLaunchesPerGraph = 20;
 
-/// Seconds per call of `body`, which enqueues one call on `stream`: one call
-/// outside capture first (plans what needs planning, e.g. a cuBLASLt shape),
-/// then a graph of kLaunchesPerGraph calls, replayed once to warm up and
-/// `reps` times under CUDA events; the median replay / kLaunchesPerGraph.
-inline double timePerCall(cudaStream_t stream, const std::function<void()>& body, int reps = 15) {
-  body();
-  BENCH_CHECK(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kLaunchesPerGraph; ++i) body();
-  BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
-  BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
-  BENCH_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
-  BENCH_CHECK(cudaStreamSynchronize(stream));
-  std::vector<float> ms(reps);
-  for (float& t : ms) {
-    BENCH_CHECK(cudaEventRecord(start, stream));
-    BENCH_CHECK(cudaGraphLaunch(exec, stream));
-    BENCH_CHECK(cudaEventRecord(stop, stream));
-    BENCH_CHECK(cudaEventSynchronize(stop));
-    BENCH_CHECK(cudaEventElapsedTime(&t, start, stop));
+/// How a timed graph is built and replayed (timeGraphReplays).
+struct GraphTiming {
+  int launches = kLaunchesPerGraph;  ///< calls of `body` captured into the graph
+  int reps = 15;                     ///< timed replays; the median is taken
+  bool callOutsideCapture = true;    ///< one call before capture (plans what needs planning)
+};
+
+/// Seconds per call of `body`, which enqueues one call on `stream`: a graph
+/// of t.launches calls, replayed once to warm up and t.reps times under CUDA
+/// events, `prepare` (may be empty) enqueued untimed before each replay; the
+/// median replay / t.launches. Every CUDA status goes to `check(status,
+/// what)`, which ends the run or throws; the graph, its instance, the events
+/// and an open capture are released on either path.
+template <class Check>
+double timeGraphReplays(cudaStream_t stream, const std::function<void()>& body, const std::function<void()>& prepare,
+                        const GraphTiming& t, const Check& check) {
+  struct Resources {
+    cudaStream_t stream;
+    bool capturing = false;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Resources() {
+      if (capturing) {
+        cudaGraph_t partial = nullptr;
+        cudaStreamEndCapture(stream, &partial);
+        if (partial != nullptr) cudaGraphDestroy(partial);
+      }
+      if (start != nullptr) cudaEventDestroy(start);
+      if (stop != nullptr) cudaEventDestroy(stop);
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
+      if (graph != nullptr) cudaGraphDestroy(graph);
+    }
+  } r{stream};
+  if (t.callOutsideCapture) {
+    body();
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  r.capturing = true;
+  for (int i = 0; i < t.launches; ++i) body();
+  r.capturing = false;
+  check(cudaStreamEndCapture(stream, &r.graph), "cudaStreamEndCapture");
+  check(cudaGraphInstantiate(&r.exec, r.graph, 0), "cudaGraphInstantiate");
+  check(cudaEventCreate(&r.start), "cudaEventCreate");
+  check(cudaEventCreate(&r.stop), "cudaEventCreate");
+  if (prepare) prepare();
+  check(cudaGraphLaunch(r.exec, stream), "cudaGraphLaunch");  // warm-up
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  std::vector<float> ms(static_cast<std::size_t>(t.reps));
+  for (float& m : ms) {
+    if (prepare) prepare();
+    check(cudaEventRecord(r.start, stream), "cudaEventRecord");
+    check(cudaGraphLaunch(r.exec, stream), "cudaGraphLaunch");
+    check(cudaEventRecord(r.stop, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(r.stop), "cudaEventSynchronize");
+    check(cudaEventElapsedTime(&m, r.start, r.stop), "cudaEventElapsedTime");
   }
   std::sort(ms.begin(), ms.end());
-  BENCH_CHECK(cudaEventDestroy(start));
-  BENCH_CHECK(cudaEventDestroy(stop));
-  BENCH_CHECK(cudaGraphExecDestroy(exec));
-  BENCH_CHECK(cudaGraphDestroy(graph));
-  return ms[ms.size() / 2] * 1e-3 / kLaunchesPerGraph;
+  return ms[ms.size() / 2] * 1e-3 / t.launches;
+}
+
+/// timeGraphReplays with kLaunchesPerGraph calls, `reps` replays and a CUDA
+/// error ending the run (the benchmarks' policy).
+inline double timePerCall(cudaStream_t stream, const std::function<void()>& body, int reps = 15) {
+  GraphTiming t;
+  t.reps = reps;
+  return timeGraphReplays(stream, body, {}, t, [](cudaError_t e, const char* what) {
+    if (e != cudaSuccess) {
+      std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+      std::exit(1);
+    }
+  });
 }
 
 }  // namespace fp8scale::bench

@@ -25,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_util.cuh"
 #include "fp8scale/consumers/cublaslt_block_gemm.hpp"
 #include "fp8scale/consumers/weight_block_quant.hpp"
 #include "fp8scale/fp8scale.hpp"
@@ -133,41 +134,16 @@ class GpuContext {
 
 /// Microseconds per call of `body` (which enqueues one call on `stream`):
 /// a graph of `iters` calls, replayed kReplays times after a warm-up, the
-/// median replay over `iters`. `prepare` enqueues untimed work before each replay.
+/// median replay over `iters`. `prepare` enqueues untimed work before each
+/// replay. bench_util.cuh's timer; a CUDA error throws (graph and events are
+/// released).
 inline double timeGraph(cudaStream_t stream, int iters, const std::function<void()>& body,
                         const std::function<void()>& prepare) {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  checkCuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-  try {
-    for (int i = 0; i < iters; ++i) body();
-  } catch (...) {
-    cudaStreamEndCapture(stream, &graph);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    throw;
-  }
-  checkCuda(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
-  checkCuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-  cudaEvent_t start = nullptr, stop = nullptr;
-  checkCuda(cudaEventCreate(&start), "cudaEventCreate");
-  checkCuda(cudaEventCreate(&stop), "cudaEventCreate");
-  prepare();
-  checkCuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");  // warm-up
-  std::vector<float> ms(kReplays);
-  for (float& t : ms) {
-    prepare();
-    checkCuda(cudaEventRecord(start, stream), "cudaEventRecord");
-    checkCuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
-    checkCuda(cudaEventRecord(stop, stream), "cudaEventRecord");
-    checkCuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    checkCuda(cudaEventElapsedTime(&t, start, stop), "cudaEventElapsedTime");
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return ms[ms.size() / 2] * 1e3 / iters;
+  bench::GraphTiming t;
+  t.launches = iters;
+  t.reps = kReplays;
+  t.callOutsideCapture = false;
+  return 1e6 * bench::timeGraphReplays(stream, body, prepare, t, checkCuda);
 }
 
 /// One site on the GPU: inputs, the block-quantized weight and both paths'
