@@ -69,6 +69,7 @@ double timeGraphReplays(cudaStream_t stream, const std::function<void()>& body, 
       if (graph != nullptr) cudaGraphDestroy(graph);
     }
   } r{stream};
+  if (t.launches < 1 || t.reps < 1) check(cudaErrorInvalidValue, "timeGraphReplays: launches and reps must be >= 1");
   if (t.callOutsideCapture) {
     body();
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");

@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -211,10 +212,18 @@ inline int defaultWorld(int gpus) {
 inline int runParent(const Options& o, const std::vector<std::string>& parentArgs) {
   int gpus = 0;
   const cudaError_t e = cudaGetDeviceCount(&gpus);
-  if (e != cudaSuccess || gpus == 0) {
+  // Nothing to run (exit 0, as on CI): no device, or no NVIDIA driver at all
+  // (the runtime says "insufficient driver" when none is loaded). A driver
+  // that is present but fails is an error.
+  const bool noDriver = e == cudaErrorInsufficientDriver && !std::filesystem::exists("/dev/nvidiactl");
+  if ((e == cudaSuccess && gpus == 0) || e == cudaErrorNoDevice || noDriver) {
     std::printf("%s: no CUDA device (%s); nothing to run\n", kProgram,
                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return 0;
+  }
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: error: cudaGetDeviceCount: %s\n", kProgram, cudaGetErrorString(e));
+    return 1;
   }
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
@@ -231,7 +240,7 @@ inline int runParent(const Options& o, const std::vector<std::string>& parentArg
     return 2;
   }
   if (!o.json.empty()) {
-    std::ofstream probe(o.json);
+    std::ofstream probe(o.json, std::ios::app);  // append: an earlier file survives a failed run
     if (!probe) {
       std::fprintf(stderr, "%s: error: --json %s: cannot open for writing\n", kProgram, o.json.c_str());
       return 2;

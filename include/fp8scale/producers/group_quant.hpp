@@ -61,27 +61,29 @@ struct GroupTilePolicy {
   /// fp32 scales per 32-byte sector: the tile edge along the scale layout's
   /// contiguous dimension.
   static constexpr int kSectorScales = 8;
-  /// Group quant: grids larger than the device runs at once are capped at
-  /// kGroupQuantWaves x the resident blocks, each block looping over its row
-  /// tiles with the next tile's raw bytes in flight (groupTile, ring depth
-  /// kGroupQuantDepth). SiLU-clamp: a block per row tile (depth 0, no cap).
+  /// Group quant: grids up to kLoopFreeMaxWaves x what the device runs at
+  /// once run a block per row tile (40 registers); larger grids are capped
+  /// at kGroupQuantWaves x the resident blocks of a kernel whose blocks loop
+  /// over row tiles with the next tile's raw bytes in flight (groupTile,
+  /// ring depth kGroupQuantDepth, 54 registers), which evens out the last
+  /// wave. SiLU-clamp: always a block per row tile.
   /// H200, K = 7168 / I = 2048, fraction of the copy bandwidth at M = 2048 /
   /// 8192 / 65536 (tune/ entries of benchmarks/results/
   /// h200_bench_producers_ab.json, one run):
   ///   group quant row-major: loop 1.22 / 0.93 / 0.94, a block per tile
-  ///     1.08 / 0.95 / 0.95 (the loop evens out the last wave; the loop-free
-  ///     kernel has 40 registers, not 54); column-major: loop 1.14 / 0.93 /
-  ///     0.96, a block per tile 1.03 / 0.93 / 0.95; two waves, or rings of
-  ///     2-4 tiles: no better. At M <= 64 a block per tile is 0.1 us faster
-  ///     row-major, equal column-major.
-  ///   SiLU-clamp (57-63 registers looping, 41 not): a block per tile 0.84 /
+  ///     1.08 / 0.95 / 0.95; column-major: loop 1.14 / 0.93 / 0.96, a block
+  ///     per tile 1.03 / 0.93 / 0.95; two waves, or rings of 2-4 tiles: no
+  ///     better. Below that (M <= 512) a block per tile is 0.1-0.3 us faster
+  ///     (M = 512: 3.18 vs 3.52 us).
+  ///   SiLU-clamp (57-63 registers looping, 40 not): a block per tile 0.84 /
   ///     0.90 / 1.01, loop 0.83 / 0.88 / 0.97.
+  static constexpr int kLoopFreeMaxWaves = 2;
   static constexpr int kGroupQuantWaves = 1;
   static constexpr int kGroupQuantDepth = 1;
   static constexpr int kSiluClampWaves = 0;
   static constexpr int kSiluClampDepth = 0;
-  static_assert(kGroupQuantDepth > 0 || kGroupQuantWaves == 0, "a loop-free kernel needs a block per row tile");
-  static_assert(kSiluClampDepth > 0 || kSiluClampWaves == 0, "a loop-free kernel needs a block per row tile");
+  static_assert(kGroupQuantDepth > 0, "the capped-grid kernel loops");
+  static_assert(kSiluClampDepth == 0 && kSiluClampWaves == 0, "SiLU-clamp runs a block per row tile");
 };
 
 namespace detail {
@@ -245,21 +247,26 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
   }
 }
 
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE>
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kDepth>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     groupQuantKernel(GroupQuantInput<In> in, Fp8Matrix<Format> q,
                      ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps, int tileRows,
                      int tileGroups) {
-  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, GroupTilePolicy<In>::kGroupQuantDepth>(
+  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, kDepth>(
       PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale, fmax, eps, tileRows, tileGroups);
 }
 
-/// groupQuantKernel for a rule and group size, in the form launchGroupTile takes.
+/// groupQuantKernel for a rule and group size, in the form launchGroupTile
+/// takes: looping() (ring depth kGroupQuantDepth, for capped grids) and
+/// loopFree() (a block per row tile).
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct GroupQuantKernelFor {
   template <class Rule, int kGroup>
   struct Of {
-    static auto kernel() { return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE>; }
+    static auto looping() {
+      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kGroupQuantDepth>;
+    }
+    static auto loopFree() { return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, 0>; }
   };
 };
 
@@ -284,30 +291,42 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
   return Status::ok();
 }
 
-/// The launch shared by the group-tile producers: grid and tile, then the
-/// rule x group-size dispatch to KernelFor<Rule, kGroup>::kernel(), called
-/// with (args..., eps, tileRows, tileGroups). A grid of more row tiles than
-/// `residentWaves` x the blocks the device runs at once (queried once per
-/// kernel) is capped there (<= 0: one block per row tile).
+/// The launch shared by the group-tile producers: the rule x group-size
+/// dispatch to KernelFor<Rule, kGroup>, then grid, tile and kernel, called
+/// with (args..., eps, tileRows, tileGroups). A grid of at most
+/// GroupTilePolicy::kLoopFreeMaxWaves x the blocks the device runs at once
+/// of KernelFor's loopFree() kernel (or any grid when `residentWaves` <= 0)
+/// runs that kernel, a block per row tile; a larger one runs looping() on
+/// `residentWaves` x its resident blocks (occupancy queried once per kernel
+/// and device), each block looping over row tiles.
 template <class In, bool TRANSPOSE_SCALE, template <class, int> class KernelFor, class... Args>
 Status launchGroupTile(const char* fn, index_t rows, index_t groups, const QuantOptions& opt, Stream stream,
                        int residentWaves, Args... args) {
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    const auto kernel = KernelFor<decltype(rule), decltype(group)::value>::kernel();
+    using Kernels = KernelFor<decltype(rule), decltype(group)::value>;
     constexpr int kThreads = GroupTilePolicy<In>::kThreads;
-    index_t targetBlocks = 0;
-    if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices<In>) {
-      int resident = 0;
-      const DeviceError e = residentBlocks(&resident, kernel, kThreads);
-      if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
-      targetBlocks = static_cast<index_t>(resident) * residentWaves;
-    }
     dim3 grid;
     int tileRows = 0, tileGroups = 0;
-    if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, targetBlocks, grid, tileRows,
-                                                      tileGroups);
+    if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, 0, grid, tileRows, tileGroups);
         !s)
       return s;
+    auto kernel = Kernels::loopFree();
+    if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices<In>) {
+      int resident = 0;
+      DeviceError e = residentBlocks(&resident, kernel, kThreads);
+      if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
+      const index_t blocks = static_cast<index_t>(grid.x) * grid.y;
+      if (blocks > static_cast<index_t>(resident) * GroupTilePolicy<In>::kLoopFreeMaxWaves) {
+        kernel = Kernels::looping();
+        e = residentBlocks(&resident, kernel, kThreads);
+        if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
+        if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize,
+                                                          static_cast<index_t>(resident) * residentWaves, grid,
+                                                          tileRows, tileGroups);
+            !s)
+          return s;
+      }
+    }
     const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(kThreads), 0, stream, args...,
                                           opt.eps, tileRows, tileGroups);
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);

@@ -36,18 +36,18 @@ struct RmsNormQuantInput {
   index_t ldNormOut = 0;
 };
 
-/// Tuning (H200, K = 7168, benchmarks/results tune/ entries). Rows of up to
-/// 1024 vectors (7168 and 8192 bf16 columns):
+/// Tuning (H200, K = 7168, tune/ entries of benchmarks/results/
+/// h200_bench_producers.json). Rows of up to 1024 vectors (7168 and 8192
+/// bf16 columns):
 ///   - M < kRowsMinRows: one block per row, 1024 threads of one vector (30
 ///     registers, two blocks per SM): the shortest chain of loads, reduction
-///     and stores. 1024 x 1 and 512 x 2 tie at M <= 64 (3.2-3.3 us; 256 x 4:
-///     4.0-4.2 us).
-///   - M >= kRowsMinRows: rmsNormQuantRowsKernel, 256 threads of 4 vectors,
-///     at most 128 registers (two blocks per SM), one wave of blocks looping
-///     over the rows with the next row's loads in flight: 0.88-0.89x the copy
-///     bandwidth at M = 8192 and 65536, against 0.76-0.80x for a block per
-///     row (512 x 2 looping: 0.83-0.85x; 1024 x 1 looping: 0.83x; 128 x 8 and
-///     three blocks per SM (spills): 0.58-0.73x). Equal to 1024 x 1 at M = 512.
+///     and stores (M <= 64: 3.0-3.2 us; 256 x 4: 3.9-4.2 us).
+///   - M >= kRowsMinRows: rmsNormQuantRowsKernel, 256 threads of 4 vectors
+///     (on CUDA at most 128 registers: two blocks per SM), one wave of
+///     blocks looping over the rows with the next row's loads in flight:
+///     0.88 / 0.90x the copy bandwidth at M = 8192 / 65536, against 0.78 /
+///     0.81x for a block per row (512 x 2 looping: 0.81 / 0.84x; 1024 x 1
+///     looping: 0.82x; 128 x 8: 0.65 / 0.69x); M = 512: 8.0 vs 9.4 us.
 /// Longer rows, up to kMaxCols, run one block per row of 512 threads of 8
 /// vectors (128 registers: one block per SM).
 template <class In>
