@@ -228,7 +228,10 @@ class RankContext {
                    "one GPU)\n",
                    kProgram, rank, world, deviceCount, deviceCount == 1 ? "" : "s");
     checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    exchange = std::make_unique<FileExchange>(o.dir, world, rank, std::chrono::seconds(o.timeoutS));
+    // A round gives up at 3/4 of the parent's limit, so that a missing peer is
+    // named by this rank ("no file from rank N") before the parent kills it.
+    exchange = std::make_unique<FileExchange>(o.dir, world, rank,
+                                              std::chrono::milliseconds(750LL * std::max(1, o.timeoutS)));
 
     // The custom path: every rank's region through CUDA IPC.
     AllreduceOptions ao;
