@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "fp8scale/reference/fused_quant.hpp"
@@ -17,6 +18,20 @@ TEST(SiluClampReference, ClampsGateFromAboveAndUpBothWays) {
   EXPECT_EQ(siluClamp(1.0f, -9.0f, 7.0f), -7.0f / (1.0f + std::exp(-1.0f)));
   EXPECT_EQ(siluClamp(10.0f, 9.0f, 0.0f), 10.0f / (1.0f + std::exp(-10.0f)) * 9.0f) << "limit <= 0: no clamp";
   EXPECT_EQ(siluClamp(10.0f, 9.0f, -1.0f), 10.0f / (1.0f + std::exp(-10.0f)) * 9.0f);
+}
+
+// The clamp keeps NaN (torch.clamp does): an earlier fmin/fmax clamp turned
+// a NaN gate into `limit` and a NaN up into -limit, hiding a broken
+// activation behind finite values. Infinities clamp to the limit.
+TEST(SiluClampReference, ClampKeepsNaNAndClampsInfinities) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(std::isnan(siluClamp(nan, 1.0f, 7.0f)));
+  EXPECT_TRUE(std::isnan(siluClamp(1.0f, nan, 7.0f)));
+  EXPECT_TRUE(std::isnan(siluClamp(nan, 1.0f, 0.0f)));
+  EXPECT_EQ(siluClamp(inf, 1.0f, 7.0f), 7.0f / (1.0f + std::exp(-7.0f)));
+  EXPECT_EQ(siluClamp(1.0f, -inf, 7.0f), -7.0f / (1.0f + std::exp(-1.0f)));
+  EXPECT_TRUE(std::isnan(siluClamp(-inf, 1.0f, 7.0f))) << "silu(-inf) = -inf / (1 + inf): NaN, as -inf * sigmoid(-inf) is in PyTorch";
 }
 
 TEST(SiluClampReference, QuantizesTheFp32ProductNotABf16Rounding) {

@@ -2,8 +2,8 @@
 // compile-time TRANSPOSE_SCALE (the MoE down-projection input site).
 //
 // x[M, 2I] = [gate | up]. With limit > 0: gate = min(gate, limit),
-// up = clamp(up, -limit, limit) (the swiglu_limit of gpt-oss style MoE); with
-// limit <= 0 no clamp. a = silu(gate) * up = gate / (1 + exp(-gate)) * up in
+// up = clamp(up, -limit, limit) (the swiglu_limit of gpt-oss style MoE; NaN
+// stays NaN, as with torch.clamp); with limit <= 0 no clamp. a = silu(gate) * up = gate / (1 + exp(-gate)) * up in
 // fp32, quantized without rounding to bf16 first, into q[M, I] and scales
 // (M, I / groupSize) through the view. Same tiled body as group quant.
 #pragma once
@@ -41,17 +41,15 @@ struct SiluClampInput {
 /// step apart, scales 4.2e-7); a group whose amax comes from gates far
 /// below zero can exceed 2^-19 (still within the bound above).
 FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE float siluClamp(float gate, float up, float limit) {
-#if FP8SCALE_DEVICE_PASS
+  // The clamp by comparisons, not fmin/fmax: a NaN gate or up stays NaN (as
+  // torch.clamp keeps it), where fmin(NaN, limit) would turn it into limit.
   if (limit > 0.0f) {
-    gate = fminf(gate, limit);
-    up = fminf(fmaxf(up, -limit), limit);
+    gate = gate > limit ? limit : gate;
+    up = up > limit ? limit : (up < -limit ? -limit : up);
   }
+#if FP8SCALE_DEVICE_PASS
   return __fdividef(gate, 1.0f + __expf(-gate)) * up;
 #else
-  if (limit > 0.0f) {
-    gate = std::fmin(gate, limit);
-    up = std::fmin(std::fmax(up, -limit), limit);
-  }
   return gate / (1.0f + std::exp(-gate)) * up;
 #endif
 }
