@@ -270,41 +270,53 @@ struct CaseBuffers {
         sum(static_cast<std::size_t>(m * k)), q(static_cast<std::size_t>(m * k + kQTailBytes)),
         s(static_cast<std::size_t>(k / kGroup * alignUp(m, 4) + 1)), r(static_cast<std::size_t>(m * k)),
         y(static_cast<std::size_t>(m * k)) {}
+
+  /// The state before a call, on ctx's stream: q, scales and normOut filled
+  /// with garbage, the residual reset from `residualSource`.
+  void resetOutputs(const RankContext& ctx, const In* residualSource) {
+    checkCuda(cudaMemsetAsync(q.get(), kGarbage, q.bytes(), ctx.stream), "cudaMemsetAsync (q)");
+    checkCuda(cudaMemsetAsync(s.get(), kGarbage, s.bytes(), ctx.stream), "cudaMemsetAsync (scales)");
+    checkCuda(cudaMemsetAsync(y.get(), kGarbage, y.bytes(), ctx.stream), "cudaMemsetAsync (normOut)");
+    checkCuda(cudaMemcpyAsync(r.get(), residualSource, r.bytes(), cudaMemcpyDeviceToDevice, ctx.stream),
+              "cudaMemcpyAsync (residual)");
+  }
+
+  /// The call's input: this rank's partial (ctx.x), the residual r and
+  /// normOut y of these buffers, `weightSource`.
+  RmsNormQuantInput<In> input(const RankContext& ctx, const In* weightSource) {
+    RmsNormQuantInput<In> in;
+    in.x = ctx.x.get();
+    in.rows = M;
+    in.cols = K;
+    in.ldx = K;
+    in.residual = r.get();
+    in.ldResidual = K;
+    in.weight = weightSource;
+    in.normEps = 1e-6f;
+    in.normOut = y.get();
+    in.ldNormOut = K;
+    return in;
+  }
 };
 
 /// Runs `path` once into fresh outputs (garbage, and the case's residual)
 /// and copies them back. Throws on a refused launch or a device fault.
 inline HostOutputs runPath(RankContext& ctx, Path path, CaseBuffers& b, const LayoutCase& lc) {
   const index_t M = b.M, K = b.K;
-  checkCuda(cudaMemsetAsync(b.q.get(), kGarbage, b.q.bytes(), ctx.stream), "cudaMemsetAsync (q)");
-  checkCuda(cudaMemsetAsync(b.s.get(), kGarbage, b.s.bytes(), ctx.stream), "cudaMemsetAsync (scales)");
-  checkCuda(cudaMemsetAsync(b.y.get(), kGarbage, b.y.bytes(), ctx.stream), "cudaMemsetAsync (normOut)");
-  checkCuda(cudaMemcpyAsync(b.r.get(), b.residual0.get(), b.r.bytes(), cudaMemcpyDeviceToDevice, ctx.stream),
-            "cudaMemcpyAsync (residual)");
-  RmsNormQuantInput<In> in;
-  in.x = ctx.x.get();
-  in.rows = M;
-  in.cols = K;
-  in.ldx = K;
-  in.residual = b.r.get();
-  in.ldResidual = K;
-  in.weight = b.weight.get();
-  in.normEps = 1e-6f;
-  in.normOut = b.y.get();
-  in.ldNormOut = K;
+  b.resetOutputs(ctx, b.residual0.get());
+  const RmsNormQuantInput<In> in = b.input(ctx, b.weight.get());
   const Fp8Matrix<Format> q{b.q.get(), M, K, K};
   const auto launch = [&](auto scale) {
     const QuantOptions opt;  // fp32 scales, groups of 128, the format's fmax
     switch (path) {
       case Path::kOneStage:
-        return allreduceRmsNormQuant<Format>(*ctx.comm, in, q, scale, opt, ctx.stream, AllreduceAlgorithm::kOneStage)
-            .status();
       case Path::kTwoStage:
-        return allreduceRmsNormQuant<Format>(*ctx.comm, in, q, scale, opt, ctx.stream, AllreduceAlgorithm::kTwoStage)
-            .status();
-      case Path::kAuto:
-        return allreduceRmsNormQuant<Format>(*ctx.comm, in, q, scale, opt, ctx.stream, AllreduceAlgorithm::kAuto)
-            .status();
+      case Path::kAuto: {
+        const AllreduceAlgorithm algo = path == Path::kOneStage   ? AllreduceAlgorithm::kOneStage
+                                        : path == Path::kTwoStage ? AllreduceAlgorithm::kTwoStage
+                                                                  : AllreduceAlgorithm::kAuto;
+        return allreduceRmsNormQuant<Format>(*ctx.comm, in, q, scale, opt, ctx.stream, algo).status();
+      }
       case Path::kNccl:
 #if defined(FP8SCALE_WITH_NCCL)
         // The engine's entry point with no custom communicator: the gathered

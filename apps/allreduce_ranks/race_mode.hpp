@@ -75,22 +75,8 @@ inline bool runRaceCase(RankContext& ctx, index_t M, AllreduceAlgorithm algo, in
   checkCuda(cudaMemsetAsync(counts.get(), 0, counts.bytes(), ctx.stream), "cudaMemsetAsync (counters)");
 
   const auto enqueueCall = [&](CaseBuffers& b) {
-    checkCuda(cudaMemcpyAsync(b.r.get(), run.residual0.get(), b.r.bytes(), cudaMemcpyDeviceToDevice, ctx.stream),
-              "cudaMemcpyAsync (residual)");
-    checkCuda(cudaMemsetAsync(b.q.get(), kGarbage, b.q.bytes(), ctx.stream), "cudaMemsetAsync (q)");
-    checkCuda(cudaMemsetAsync(b.s.get(), kGarbage, b.s.bytes(), ctx.stream), "cudaMemsetAsync (scales)");
-    checkCuda(cudaMemsetAsync(b.y.get(), kGarbage, b.y.bytes(), ctx.stream), "cudaMemsetAsync (normOut)");
-    RmsNormQuantInput<In> in;
-    in.x = ctx.x.get();
-    in.rows = M;
-    in.cols = K;
-    in.ldx = K;
-    in.residual = b.r.get();
-    in.ldResidual = K;
-    in.weight = run.weight.get();
-    in.normEps = 1e-6f;
-    in.normOut = b.y.get();
-    in.ldNormOut = K;
+    b.resetOutputs(ctx, run.residual0.get());
+    const RmsNormQuantInput<In> in = b.input(ctx, run.weight.get());
     checkStatus(allreduceRmsNormQuant<Format>(*ctx.comm, in, Fp8Matrix<Format>{b.q.get(), M, K, K},
                                               colMajorView(b.s.get(), M, G, lc.ld).value(), QuantOptions{}, ctx.stream,
                                               algo)
