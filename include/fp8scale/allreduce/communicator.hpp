@@ -35,9 +35,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 

@@ -120,9 +120,5 @@ inline Status clearEmptyScalePadding(const char* fn, const ScaleView<float, Layo
   return Status::ok();
 }
 
-#if defined(FP8SCALE_HAS_DEVICE)
-
-#endif  // FP8SCALE_HAS_DEVICE
-
 }  // namespace detail
 }  // namespace fp8scale
