@@ -6,6 +6,13 @@
 //
 //   bench_producers [--benchmark_out=FILE --benchmark_out_format=json] [--quick]
 //
+// At M >= 8192 a run's entries spread by up to 10% on the H200 (single
+// outliers); tools/h200_prebuilt.sh runs the set 3 times in random
+// interleaving (--benchmark_repetitions=3
+// --benchmark_enable_random_interleaving=true) and the tools read the medians.
+// move_bytes/... entries move each producer's bytes with no arithmetic: the
+// ceiling of its read:write mix in this harness.
+//
 // Counters per producer benchmark: us_per_call, GBps (bytes read + written per
 // second), vs_copy_bw (GBps / the faster large copy's GBps), vs_input_copy
 // (time / time of copying the input bytes). The row-major emit + materialize
@@ -59,6 +66,32 @@ __global__ void __launch_bounds__(256) copyKernel(const uint4* __restrict__ src,
   for (; i < n; i += stride) dst[i] = src[i];
 }
 
+/// The producers' bytes moved without their arithmetic, the ceiling of each
+/// producer's read:write mix in this harness. A thread stands for:
+///   kGroup: 16 bf16 of group quant (reads 32 B of a, writes 16 B of fp8);
+///   kRms: 8 bf16 of RMSNorm quant (reads 16 B of a = x and of b = residual,
+///         writes 16 B of residual_out and 8 B of fp8);
+///   kSilu: 8 outputs of SiLU-clamp quant (reads 16 B of a = gate and of
+///          b = up, writes 8 B of fp8).
+/// Scales (1/32 of the fp8 bytes) are left out. One thread per piece, in
+/// address order (the producers' block order), n pieces.
+enum class MoveKind { kGroup, kRms, kSilu };
+template <MoveKind kKind>
+__global__ void __launch_bounds__(256) moveBytesKernel(const uint4* __restrict__ a, const uint4* __restrict__ b,
+                                                       uint4* __restrict__ out16, uint2* __restrict__ out8,
+                                                       std::size_t n) {
+  const std::size_t t = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  if constexpr (kKind == MoveKind::kGroup) {
+    const uint4 u = a[2 * t], v = a[2 * t + 1];
+    out16[t] = make_uint4(u.x ^ v.x, u.y ^ v.y, u.z ^ v.z, u.w ^ v.w);
+  } else {
+    const uint4 u = a[t], v = b[t];
+    if constexpr (kKind == MoveKind::kRms) out16[t] = make_uint4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w);
+    out8[t] = make_uint2(u.x ^ v.y ^ u.z ^ v.w, u.y ^ v.x ^ u.w ^ v.z);
+  }
+}
+
 /// Device buffers sized for the largest case, reused by every benchmark.
 struct Buffers {
   BFloat16* x = nullptr;     // [65536, 2 * 3072] or [65536, 7168]
@@ -100,7 +133,7 @@ void allocate() {
 }
 
 // Baselines measured first, read by the producer benchmarks.
-double gCopyBandwidth = 0.0;          // bytes (read + written) / s of the faster 256 MiB copy
+double gCopyBandwidth = 0.0;          // bytes (read + written) / s of the faster 256 MiB copy, at start
 std::map<std::size_t, double> gInputCopyTime;  // seconds to copy n bytes
 
 double inputCopyTime(std::size_t bytes) {
@@ -121,23 +154,28 @@ void report(benchmark::State& state, double seconds, double bytes, std::size_t i
   state.counters["M"] = static_cast<double>(state.range(0));
 }
 
-/// Large copies, 256 MiB each way (4x the L2): arg 0 = cudaMemcpyAsync,
-/// arg 1 = copyKernel. The baseline is the faster of the two.
+/// Seconds per 256 MiB copy (4x the L2): kind 0 = cudaMemcpyAsync, 1 = copyKernel.
+double timeLargeCopy(int kind) {
+  const std::size_t bytes = std::size_t{256} << 20;
+  return kind == 0 ? timePerCall([bytes] {
+    BENCH_CHECK(cudaMemcpyAsync(gBuf.copyDst, gBuf.copySrc, bytes, cudaMemcpyDeviceToDevice, gStream));
+  }) : timePerCall([bytes] {
+    copyKernel<<<132 * 8, 256, 0, gStream>>>(static_cast<const uint4*>(gBuf.copySrc), static_cast<uint4*>(gBuf.copyDst),
+                                            bytes / 16);
+  });
+}
+
+/// The large copies again, as entries of the run (arg = kind). The baseline of
+/// the vs_copy_bw counters is the faster of the two measured at start (main),
+/// so that it is the same for every entry whatever order they run in.
 void BM_CopyLarge(benchmark::State& state) {
   const std::size_t bytes = std::size_t{256} << 20;
   double t = 0.0;
   for (auto _ : state) {
-    t = state.range(0) == 0 ? timePerCall([bytes] {
-      BENCH_CHECK(cudaMemcpyAsync(gBuf.copyDst, gBuf.copySrc, bytes, cudaMemcpyDeviceToDevice, gStream));
-    }) : timePerCall([bytes] {
-      copyKernel<<<132 * 8, 256, 0, gStream>>>(static_cast<const uint4*>(gBuf.copySrc), static_cast<uint4*>(gBuf.copyDst),
-                                              bytes / 16);
-    });
+    t = timeLargeCopy(static_cast<int>(state.range(0)));
     state.SetIterationTime(t);
   }
-  const double bw = 2.0 * static_cast<double>(bytes) / t;
-  gCopyBandwidth = std::max(gCopyBandwidth, bw);
-  state.counters["GBps"] = bw * 1e-9;
+  state.counters["GBps"] = 2.0 * static_cast<double>(bytes) / t * 1e-9;
   state.counters["us_per_call"] = t * 1e6;
 }
 
@@ -161,6 +199,28 @@ void BM_CopyInput(benchmark::State& state) {
   state.counters["us_per_call"] = t * 1e6;
   state.counters["GBps"] = 2.0 * bytes / t * 1e-9;
   state.counters["M"] = static_cast<double>(state.range(0));
+}
+
+/// moveBytesKernel for a producer's shape: args (M) for group quant and
+/// RMSNorm (K = 7168), (M, I) for SiLU-clamp. Reported like the producer
+/// (bytes of the producer without its scales).
+template <MoveKind kKind>
+void BM_MoveBytes(benchmark::State& state) {
+  const index_t M = state.range(0);
+  const index_t cols = kKind == MoveKind::kSilu ? state.range(1) : kHidden;
+  const std::size_t n = static_cast<std::size_t>(M) * cols / (kKind == MoveKind::kGroup ? 16 : 8);
+  const double bytesPerPiece = kKind == MoveKind::kGroup ? 48.0 : kKind == MoveKind::kRms ? 56.0 : 40.0;
+  const auto* a = reinterpret_cast<const uint4*>(gBuf.x);
+  const auto* b = reinterpret_cast<const uint4*>(gBuf.r);
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] {
+      moveBytesKernel<kKind><<<static_cast<unsigned>((n + 255) / 256), 256, 0, gStream>>>(
+          a, b, static_cast<uint4*>(gBuf.copyDst), reinterpret_cast<uint2*>(gBuf.q), n);
+    });
+    state.SetIterationTime(t);
+  }
+  report(state, t, bytesPerPiece * static_cast<double>(n), n * 32);  // 32 input bytes a piece
 }
 
 template <class Layout>
@@ -284,34 +344,36 @@ void BM_TuneRmsNormBlock(benchmark::State& state) {
 }
 
 /// Tuning kernel of the group-tile producers: kElems values a thread, a ring
-/// of kDepth row tiles in flight; Load picks group quant or SiLU.
-template <class Load, int kElems, int kDepth, bool T>
+/// of kDepth row tiles in flight, the tile's slots rows-fastest (kColumnTile)
+/// or groups-fastest; Load picks group quant or SiLU.
+template <class Load, int kElems, int kDepth, bool T, bool kColumnTile>
 __global__ void __launch_bounds__(256)
     tuneGroupTileKernel(Load load, index_t rows, index_t groups, Fp8Matrix<E4M3FN> q,
                         ScaleView<float, ScaleLayoutFor<T>> scale, float fmax, float eps, int tileRows, int tileGroups) {
-  detail::groupTile<E4M3FN, ScaleFp32, 128, T, kElems, kDepth>(load, rows, groups, q, scale, fmax, eps, tileRows,
-                                                               tileGroups);
+  detail::groupTile<E4M3FN, ScaleFp32, 128, T, kElems, kDepth, Load, kColumnTile>(load, rows, groups, q, scale, fmax,
+                                                                                  eps, tileRows, tileGroups);
 }
 
 /// Launches tuneGroupTileKernel with the grid groupTileGrid would build for
-/// kElems-value slices and a cap of kWaves x resident blocks (0: none).
-template <class Load, int kElems, int kDepth, int kWaves, class Layout>
+/// kElems-value slices, a kColumnTile tile and a cap of kWaves x resident
+/// blocks (0: none).
+template <class Load, int kElems, int kDepth, int kWaves, bool kColumnTile, class Layout>
 void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix<E4M3FN>& q,
                          const ScaleView<float, Layout>& sv) {
   constexpr bool T = Layout::kColumnMajor;
-  const auto kernel = tuneGroupTileKernel<Load, kElems, kDepth, T>;
+  const auto kernel = tuneGroupTileKernel<Load, kElems, kDepth, T, kColumnTile>;
   int tileRows = 0, tileGroups = 0;
-  detail::chooseTile<T>(256 / (128 / kElems), 8, M, G, tileRows, tileGroups);
+  detail::chooseTile<kColumnTile>(256 / (128 / kElems), 8, M, G, tileRows, tileGroups);
   const index_t rowTiles = (M + tileRows - 1) / tileRows, groupTiles = (G + tileGroups - 1) / tileGroups;
   int resident = 0;
   BENCH_CHECK(detail::residentBlocks(&resident, kernel, 256));
-  const index_t blocksX = detail::rowTileBlocks(rowTiles, groupTiles, static_cast<index_t>(resident) * kWaves);
-  kernel<<<dim3(static_cast<unsigned>(blocksX), static_cast<unsigned>(groupTiles)), 256, 0, gStream>>>(
+  const index_t rowBlocks = detail::rowTileBlocks(rowTiles, groupTiles, static_cast<index_t>(resident) * kWaves);
+  kernel<<<static_cast<unsigned>(rowBlocks * groupTiles), 256, 0, gStream>>>(
       load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, tileRows, tileGroups);
   BENCH_CHECK(cudaGetLastError());
 }
 
-template <class Load, int kElems, int kDepth, int kWaves, class Layout>
+template <class Load, int kElems, int kDepth, int kWaves, class Layout, bool kColumnTile = Layout::kColumnMajor>
 void BM_TuneGroupQuant(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   Load load;
@@ -320,22 +382,23 @@ void BM_TuneGroupQuant(benchmark::State& state) {
   const auto sv = scaleView<Layout>(M, G);
   double t = 0.0;
   for (auto _ : state) {
-    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves>(load, M, G, q, sv); });
+    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves, kColumnTile>(load, M, G, q, sv); });
     state.SetIterationTime(t);
   }
   report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
 }
 
-template <class Load, int kElems, int kDepth, int kWaves, class Layout>
+/// SiLU-clamp tuning, args (M, I).
+template <class Load, int kElems, int kDepth, int kWaves, class Layout, bool kColumnTile = Layout::kColumnMajor>
 void BM_TuneSilu(benchmark::State& state) {
-  const index_t M = state.range(0), I = 2048, G = I / 128;
+  const index_t M = state.range(0), I = state.range(1), G = I / 128;
   Load load;
   load.in = SiluClampInput<BFloat16>{gBuf.x, M, I, 2 * I, 7.0f};
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, I, I};
   const auto sv = scaleView<Layout>(M, G);
   double t = 0.0;
   for (auto _ : state) {
-    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves>(load, M, G, q, sv); });
+    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves, kColumnTile>(load, M, G, q, sv); });
     state.SetIterationTime(t);
   }
   report(state, t, static_cast<double>(M) * I * 5 + M * G * 4.0, static_cast<std::size_t>(M * I * 4));
@@ -346,31 +409,35 @@ void registerTuning() {
     for (index_t M : {1, 8, 64, 512, 2048, 8192, 65536})
       benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
   };
-  // RMSNorm: threads x vectors / min blocks per SM / waves (0: block per row)
   // RMSNorm: threads x vectors, then block_per_row or rows/(min blocks per SM)/(waves)
   reg("tune/rmsnorm_quant/row_major/1024x1/block_per_row", BM_TuneRmsNormBlock<1024, 1, 1, 0>);
   reg("tune/rmsnorm_quant/row_major/1024x1/rows/b1/w1", BM_TuneRmsNormBlock<1024, 1, 1, 1>);
   reg("tune/rmsnorm_quant/row_major/512x2/rows/b1/w1", BM_TuneRmsNormBlock<512, 2, 1, 1>);
+  reg("tune/rmsnorm_quant/row_major/512x2/rows/b2/w1", BM_TuneRmsNormBlock<512, 2, 2, 1>);
   reg("tune/rmsnorm_quant/row_major/256x4/rows/b2/w1", BM_TuneRmsNormBlock<256, 4, 2, 1>);
   reg("tune/rmsnorm_quant/row_major/128x8/rows/b2/w1", BM_TuneRmsNormBlock<128, 8, 2, 1>);
-  // Group quant: values a thread / row tiles in flight (d) / waves (w; 0: a block per tile)
+  // Group quant: values a thread / row tiles in flight (d) / waves (w; 0: a
+  // block per tile) / row_tile: a column-major output with the row-major
+  // output's tile (4 rows x 8 groups, groups fastest).
   using Plain = detail::PlainLoad<BFloat16>;
   reg("tune/group_quant/row_major/e16/d0", BM_TuneGroupQuant<Plain, 16, 0, 0, RowMajor>);
-  reg("tune/group_quant/row_major/e16/d1/w0", BM_TuneGroupQuant<Plain, 16, 1, 0, RowMajor>);
   reg("tune/group_quant/row_major/e16/d1/w1", BM_TuneGroupQuant<Plain, 16, 1, 1, RowMajor>);
   reg("tune/group_quant/row_major/e16/d1/w2", BM_TuneGroupQuant<Plain, 16, 1, 2, RowMajor>);
-  reg("tune/group_quant/row_major/e16/d2/w1", BM_TuneGroupQuant<Plain, 16, 2, 1, RowMajor>);
-  reg("tune/group_quant/row_major/e16/d4/w1", BM_TuneGroupQuant<Plain, 16, 4, 1, RowMajor>);
   reg("tune/group_quant/col_major/e16/d0", BM_TuneGroupQuant<Plain, 16, 0, 0, ColMajor>);
+  reg("tune/group_quant/col_major/e16/d0/row_tile", BM_TuneGroupQuant<Plain, 16, 0, 0, ColMajor, false>);
   reg("tune/group_quant/col_major/e16/d1/w1", BM_TuneGroupQuant<Plain, 16, 1, 1, ColMajor>);
-  reg("tune/group_quant/col_major/e16/d1/w2", BM_TuneGroupQuant<Plain, 16, 1, 2, ColMajor>);
-  // SiLU-clamp, I = 2048
+  // SiLU-clamp, I = 2048 and 3072
   using Silu = detail::SiluClampLoad<BFloat16>;
-  reg("tune/silu_clamp_quant/row_major/e16/d0", BM_TuneSilu<Silu, 16, 0, 0, RowMajor>);
-  reg("tune/silu_clamp_quant/row_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, RowMajor>);
-  reg("tune/silu_clamp_quant/row_major/e16/d1/w2", BM_TuneSilu<Silu, 16, 1, 2, RowMajor>);
-  reg("tune/silu_clamp_quant/col_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, ColMajor>);
-  reg("tune/silu_clamp_quant/col_major/e16/d1/w2", BM_TuneSilu<Silu, 16, 1, 2, ColMajor>);
+  auto regSilu = [&](const char* name, auto fn) {
+    for (index_t I : {2048, 3072})
+      for (index_t M : {1, 8, 64, 512, 2048, 8192, 65536})
+        benchmark::RegisterBenchmark(name, fn)->Args({M, I})->UseManualTime()->Iterations(3);
+  };
+  regSilu("tune/silu_clamp_quant/row_major/e16/d0", BM_TuneSilu<Silu, 16, 0, 0, RowMajor>);
+  regSilu("tune/silu_clamp_quant/row_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, RowMajor>);
+  regSilu("tune/silu_clamp_quant/col_major/e16/d0", BM_TuneSilu<Silu, 16, 0, 0, ColMajor>);
+  regSilu("tune/silu_clamp_quant/col_major/e16/d0/row_tile", BM_TuneSilu<Silu, 16, 0, 0, ColMajor, false>);
+  regSilu("tune/silu_clamp_quant/col_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, ColMajor>);
 }
 
 void registerAll(bool quick) {
@@ -382,6 +449,17 @@ void registerAll(bool quick) {
   auto reg = [&](const char* name, auto fn) {
     for (index_t M : rows) benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
   };
+  // The producers' bytes without their arithmetic (the ceiling of each mix).
+  for (index_t M : {8192, 16384, 65536}) {
+    if (quick && M != 8192) continue;
+    benchmark::RegisterBenchmark("move_bytes/group_quant", BM_MoveBytes<MoveKind::kGroup>)
+        ->Arg(M)->UseManualTime()->Iterations(3);
+    benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant", BM_MoveBytes<MoveKind::kRms>)
+        ->Arg(M)->UseManualTime()->Iterations(3);
+    for (index_t I : {2048, 3072})
+      benchmark::RegisterBenchmark("move_bytes/silu_clamp_quant", BM_MoveBytes<MoveKind::kSilu>)
+          ->Args({M, I})->UseManualTime()->Iterations(3);
+  }
   reg("group_quant/row_major", BM_GroupQuant<RowMajor>);
   reg("group_quant/col_major", BM_GroupQuant<ColMajor>);
   reg("group_quant/row_major+materialize", BM_EmitThenMaterialize);
@@ -419,6 +497,9 @@ int main(int argc, char** argv) {
   }
   BENCH_CHECK(cudaStreamCreateWithFlags(&gStream, cudaStreamNonBlocking));
   allocate();
+  const double bytes = 2.0 * static_cast<double>(std::size_t{256} << 20);
+  gCopyBandwidth = bytes / std::min(timeLargeCopy(0), timeLargeCopy(1));
+  benchmark::AddCustomContext("copy_baseline_GBps", std::to_string(gCopyBandwidth * 1e-9));
   registerAll(quick);
   benchmark::Initialize(&n, args.data());
   benchmark::RunSpecifiedBenchmarks();
