@@ -7,19 +7,43 @@ For each producer and M: time per call for row-major and column-major scales,
 bandwidth (bytes read + written) as a ratio to the same run's fastest large
 copy, time as a ratio to copying the producer's input bytes, the column-major
 over row-major cost, and for group quant the saving of transposed emission
-over row-major emission + materialize. Where the run has .../col_major/pdl/...
-entries (programmatic dependent launch), their time and time vs input copy too.
+over row-major emission + materialize. A run with repetitions gives medians. Where the run has .../col_major/pdl/...
+entries (programmatic dependent launch), their time and time vs input copy too;
+where it has move_bytes/... entries (the producer's bytes moved by a kernel
+without the arithmetic), that kernel's bandwidth vs the copy: the ceiling of
+the producer's read:write mix in the same run.
 """
 import json
+import re
 import sys
+
+
+RUN_SUFFIX = re.compile(r"/(iterations|repeats):\d+|/manual_time")
+
+
+def entries(data):
+    """Benchmark name (without run suffixes) -> entry: the median aggregate
+    where the run has repetitions, else the single run."""
+    rows = {}
+    for b in data["benchmarks"]:
+        kind = b.get("run_type", "iteration")
+        if kind == "aggregate" and b.get("aggregate_name") == "median":
+            rows[RUN_SUFFIX.sub("", b["run_name"])] = b
+        elif kind == "iteration":
+            rows.setdefault(RUN_SUFFIX.sub("", b["name"]), b)
+    return rows
 
 
 def main() -> None:
     data = json.load(open(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results/h200_bench_producers.json"))
-    rows = {b["name"].replace("/iterations:3/manual_time", ""): b for b in data["benchmarks"]}
-    copy = max(rows[n]["GBps"] for n in rows if n.startswith("copy_256MiB"))
+    rows = entries(data)
+    context = data.get("context", {})
+    if "copy_baseline_GBps" in context:  # measured once at start, the ratios' baseline
+        copy = float(context["copy_baseline_GBps"])
+    else:
+        copy = max(rows[n]["GBps"] for n in rows if n.startswith("copy_256MiB"))
     print(f"Baselines: large copy {copy / 1000:.2f} TB/s (read + write, faster of cudaMemcpyAsync and a copy "
-          f"kernel), empty kernel {rows['empty_kernel']['us_per_call']:.2f} us per launch under graph replay.\n")
+          f"kernel, measured at the start of the run), empty kernel {rows['empty_kernel']['us_per_call']:.2f} us per launch under graph replay.\n")
     sizes = sorted({int(b["M"]) for b in rows.values() if "M" in b})
     producers = [("group_quant", "group quant, K = 7168", ""), ("rmsnorm_quant", "RMSNorm quant (+ residual), K = 7168", ""),
                  ("silu_clamp_quant", "SiLU-clamp quant, I = 2048", "/2048"), ("silu_clamp_quant", "SiLU-clamp quant, I = 3072", "/3072")]
@@ -29,6 +53,8 @@ def main() -> None:
         head = "| M | row-major us | col-major us | col / row | BW vs copy (row, col) | time vs input copy (row, col) |"
         pdl = any(n.startswith(f"{key}/col_major/pdl/") for n in rows)
         head += " col-major + PDL us (vs input copy) |" if pdl else ""
+        move = any(n.startswith(f"move_bytes/{key}/") for n in rows)
+        head += " same bytes, no arithmetic: BW vs copy |" if move else ""
         head += " row-major + materialize us | saved by transposed emit us |" if extra else ""
         print(head)
         print("|" + "---|" * (head.count("|") - 1))
@@ -42,6 +68,9 @@ def main() -> None:
             if pdl:
                 p = rows.get(f"{key}/col_major/pdl/{m}{suffix}")
                 line += f" {p['us_per_call']:.2f} ({p['vs_input_copy']:.2f}) |" if p else " |"
+            if move:
+                mv = rows.get(f"move_bytes/{key}/{m}{suffix}")
+                line += f" {mv['vs_copy_bw']:.2f} |" if mv else " |"
             if extra:
                 mm = rows[f"group_quant/row_major+materialize/{m}"]
                 line += f" {mm['us_per_call']:.2f} | {mm['us_per_call'] - c['us_per_call']:.2f} |"

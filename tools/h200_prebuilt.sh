@@ -5,7 +5,7 @@
 #   mkdir -p .devbin && cp build/cuda/tests/device/fp8scale_device_tests \
 #     build/cuda/benchmarks/bench_producers /lib/x86_64-linux-gnu/libbenchmark.so.1debian .devbin/
 # then device run with carry [".devbin"]: bash tools/h200_prebuilt.sh
-#   TESTS=filter (default all)  BENCH=full|quick|tune|0  SANITIZE=1|full
+#   TESTS=filter (default all)  BENCH=full|quick|tune|0 (BENCH_REPS=3)  SANITIZE=1|full
 set -uo pipefail
 OUT=${OUT:-/tmp/fp8scale-out}
 mkdir -p "$OUT"
@@ -33,9 +33,13 @@ grep -E "^\[       OK \]" "$OUT/device_tests.log" | sed -E 's/.*OK \] (.*) \(([0
 case "${BENCH:-0}" in
   full|quick|tune)
     start=$(date +%s)
-    flag=""; [ "$BENCH" = quick ] && flag=--quick
+    # BENCH_REPS repetitions (default 3) in random interleaving, medians
+    # reported: single entries at large M stray by up to 10% on this machine.
+    flag="--benchmark_repetitions=${BENCH_REPS:-3} --benchmark_enable_random_interleaving=true"
+    flag="$flag --benchmark_report_aggregates_only=true"
+    [ "$BENCH" = quick ] && flag="$flag --quick"
     # tune: the tuning entries and the producers' large-M rows, with the baselines
-    [ "$BENCH" = tune ] && flag='--benchmark_filter=copy_256|empty|tune/|_quant/(row|col)_major/(64|512|2048|8192|65536)(/|$)'
+    [ "$BENCH" = tune ] && flag="$flag "'--benchmark_filter=copy_256|empty|tune/|_quant/(row|col)_major/(64|512|2048|8192|65536)(/|$)'
     timeout "${BENCH_TIMEOUT:-300}" .devbin/bench_producers $flag --benchmark_out="$OUT/bench.json" \
       --benchmark_out_format=json > "$OUT/bench.txt" 2>&1
     echo "bench: exit $? in $(( $(date +%s) - start )) s"

@@ -11,7 +11,9 @@ same run's large-copy bandwidth (copy_256MiB/*, read + write) as horizontal
 lines: the ceiling the producers are measured against.
 
 Benchmark names are read as  producer/layout[/variant]/M[/arg...]/iterations:N/manual_time
-with M also in the "M" counter. tune/* entries (block-shape experiments) are
+with M also in the "M" counter (the medians of a run with repetitions); move_bytes/producer/M/... (the producer's
+bytes moved without its arithmetic) is drawn in that producer's panel as the
+line "same bytes, no arithmetic". tune/* entries (block-shape experiments) are
 left out unless --tune is given. Needs matplotlib (Agg backend, no display).
 """
 import argparse
@@ -44,17 +46,28 @@ def load(path, with_tune):
     data = json.load(open(path))
     panels = defaultdict(lambda: defaultdict(list))  # (producer, args) -> layout -> [(M, GBps)]
     copies = {}
+    medians = any(b.get("aggregate_name") == "median" for b in data["benchmarks"])
     for b in data["benchmarks"]:
-        if b.get("run_type", "iteration") != "iteration" or "GBps" not in b:
+        if "GBps" not in b:
             continue
-        name = b["name"]
+        if medians:  # a run with repetitions: its medians
+            if b.get("aggregate_name") != "median":
+                continue
+            name = b["run_name"]
+        elif b.get("run_type", "iteration") != "iteration":
+            continue
+        else:
+            name = b["name"]
         if name.startswith("copy_256MiB/"):
             copies[name.split("/")[1]] = b["GBps"]
             continue
         tune = name.startswith("tune/")
         if tune and not with_tune:
             continue
-        parsed = parse_name(name[len("tune/"):] if tune else name)
+        if name.startswith("move_bytes/"):
+            parsed = parse_name(name[len("move_bytes/"):].replace("/", "/same bytes, no arithmetic/", 1))
+        else:
+            parsed = parse_name(name[len("tune/"):] if tune else name)
         if parsed is None:
             continue
         producer, layout, args, m = parsed
