@@ -61,27 +61,23 @@ struct GroupTilePolicy {
   /// fp32 scales per 32-byte sector: the tile edge along the scale layout's
   /// contiguous dimension.
   static constexpr int kSectorScales = 8;
-  /// Group quant: a block per row tile (40 registers), except for grids of
-  /// more than kLoopFreeMaxWaves and at most kLoopingMaxWaves times the
-  /// blocks the device runs at once: those are capped at kGroupQuantWaves x
-  /// the resident blocks of a kernel whose blocks loop over row tiles with
-  /// the next tile's raw bytes in flight (groupTile, ring depth
-  /// kGroupQuantDepth, 54 registers), which evens out a last wave that would
-  /// otherwise be a large part of the time. Many waves (M >= ~4096 at
-  /// K = 7168) go back to a block per tile, whose short-lived blocks keep
-  /// the reads of the running blocks on one span of rows. SiLU-clamp: always
-  /// a block per row tile.
-  /// H200, K = 7168, fraction of the copy bandwidth at M = 2048 / 8192 /
-  /// 65536 (tune/ entries, two runs of the group-tile-fastest grid order):
-  ///   row-major: a block per tile 0.97-1.04 / 0.95-0.96 / 0.99, loop
-  ///     1.09-1.18 / 0.93 / 0.96; column-major: a block per tile
-  ///     0.97-0.99 / 0.94 / 0.94-0.95, loop 1.07-1.09 / 0.93 / 0.94. Two
-  ///     waves, or rings of 2-4 tiles: no better (earlier runs). Below two
-  ///     waves (M <= 512) a block per tile is 0.1-0.3 us faster.
-  ///   SiLU-clamp (57-63 registers looping, 40 not): within the run-to-run
-  ///     spread of each other (3-5% at M >= 8192).
+  /// Group quant: grids up to kLoopFreeMaxWaves x what the device runs at
+  /// once run a block per row tile (40 registers); larger grids are capped
+  /// at kGroupQuantWaves x the resident blocks of a kernel whose blocks loop
+  /// over row tiles with the next tile's raw bytes in flight (groupTile,
+  /// ring depth kGroupQuantDepth, 54 registers), which evens out the last
+  /// wave. SiLU-clamp: always a block per row tile.
+  /// H200, K = 7168 / I = 2048, fraction of the copy bandwidth at M = 2048 /
+  /// 8192 / 65536 (tune/ entries of benchmarks/results/
+  /// h200_bench_producers_ab.json, one run):
+  ///   group quant row-major: loop 1.22 / 0.93 / 0.94, a block per tile
+  ///     1.08 / 0.95 / 0.95; column-major: loop 1.14 / 0.93 / 0.96, a block
+  ///     per tile 1.03 / 0.93 / 0.95; two waves, or rings of 2-4 tiles: no
+  ///     better. Below that (M <= 512) a block per tile is 0.1-0.3 us faster
+  ///     (M = 512: 3.18 vs 3.52 us).
+  ///   SiLU-clamp (57-63 registers looping, 40 not): a block per tile 0.84 /
+  ///     0.90 / 1.01, loop 0.83 / 0.88 / 0.97.
   static constexpr int kLoopFreeMaxWaves = 2;
-  static constexpr int kLoopingMaxWaves = 8;
   static constexpr int kGroupQuantWaves = 1;
   static constexpr int kGroupQuantDepth = 1;
   static constexpr int kSiluClampWaves = 0;
@@ -184,28 +180,16 @@ struct PlainLoad {
 
 /// The tiled body shared by group quant and SiLU-clamp quant. `load` has
 /// fetch(m, k) (the raw loads of columns [k, k + kElems) of row m) and
-/// values(raw, v) (their fp32 values). The grid is one-dimensional,
-/// rowBlocks x groupTiles blocks with the group tile fastest: block b owns
-/// group tile b % groupTiles of the row tiles b / groupTiles, + rowBlocks,
-/// + 2 rowBlocks, ... So the blocks that run at once cover whole rows, one
-/// contiguous span of the input, rather than one group tile of many rows
-/// (the order of a 2-D grid with the row tiles along x, which reads 2 KB of
-/// every 14 KB row at K = 7168). H200: a compute-free move of group quant's
-/// bytes runs 2.5% (M = 8192) and 4.4% (M = 65536) faster in this order;
-/// the library's group quant, A/B of two builds in alternating runs, 1.5%
-/// (M = 8192, 65536) to 5% (M = 2048) faster row-major, and column-major and
-/// SiLU-clamp within the +-3% spread of that measurement. When the grid holds
-/// fewer row tiles than the tensor (large M: groupTileGrid caps it near what
-/// the device runs at once), each thread keeps the raw bytes of its next
-/// kDepth tiles in flight while it quantizes the current one, so its loads
-/// overlap the reduction and the stores. kDepth = 0: one row tile per block, no loop
-/// (the grid must not be capped). kColumnTile orders a tile's slots rows
-/// first (the column-major scale layout's contiguous dimension; the default
-/// for TRANSPOSE_SCALE) or groups first; chooseTile<kColumnTile> must have
-/// picked the tile. (Two slices a thread converted to fp32 up front
+/// values(raw, v) (their fp32 values). Block (blockIdx.x, blockIdx.y) owns
+/// groups [y * tileGroups, ...) of the row tiles x, x + gridDim.x, ...: a 2-D
+/// grid, so no thread divides to find its tile. When the grid holds fewer row
+/// tiles than the tensor (large M: groupTileGrid caps it near what the device
+/// runs at once), each thread keeps the raw bytes of its next kDepth tiles
+/// in flight while it quantizes the current one, so its loads overlap the
+/// reduction and the stores. kDepth = 0: one row tile per block, no loop
+/// (the grid must not be capped). (Two slices a thread converted to fp32 up front
 /// measured 6-12% slower on the H200: 59-63 registers halve the resident warps.)
-template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems, int kDepth, class Load,
-          bool kColumnTile = TRANSPOSE_SCALE>
+template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems, int kDepth, class Load>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t rows, index_t groups,
                                                     Fp8Matrix<Format> q,
                                                     ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
@@ -217,14 +201,11 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
 
   // Tile coordinates; the scale layout's contiguous dimension is fastest.
   // tileRows and tileGroups are powers of two (chooseTile): mask and shift.
-  // The grid has < 2^31 blocks (groupTileGrid), so 32-bit division.
-  const int r = kColumnTile ? slot & (tileRows - 1) : slot >> __popc(tileGroups - 1);
-  const int c = kColumnTile ? slot >> __popc(tileRows - 1) : slot & (tileGroups - 1);
-  const auto groupTiles = static_cast<std::uint32_t>((groups + tileGroups - 1) >> __popc(tileGroups - 1));
-  const std::uint32_t rowBlock = blockIdx.x / groupTiles;
-  index_t m = static_cast<index_t>(rowBlock) * tileRows + r;
-  const index_t g = static_cast<index_t>(blockIdx.x - rowBlock * groupTiles) * tileGroups + c;
-  const index_t rowStep = static_cast<index_t>(gridDim.x / groupTiles) * tileRows;
+  const int r = TRANSPOSE_SCALE ? slot & (tileRows - 1) : slot >> __popc(tileGroups - 1);
+  const int c = TRANSPOSE_SCALE ? slot >> __popc(tileRows - 1) : slot & (tileGroups - 1);
+  index_t m = static_cast<index_t>(blockIdx.x) * tileRows + r;
+  const index_t g = static_cast<index_t>(blockIdx.y) * tileGroups + c;
+  const index_t rowStep = static_cast<index_t>(gridDim.x) * tileRows;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
   if (m >= rows || g >= groups) return;  // the whole group's lanes leave together
@@ -289,9 +270,9 @@ struct GroupQuantKernelFor {
   };
 };
 
-/// Grid and tile of a group-tile launch: rowBlocks x groupTiles blocks in
-/// one dimension (groupTile's order), rowBlocks capped by rowTileBlocks() at
-/// `targetBlocks` (<= 0: no cap); kInvalidShape past the grid limit.
+/// Grid and tile of a group-tile launch: (row-tile blocks, group tiles),
+/// the row-tile axis capped by rowTileBlocks() at `targetBlocks` (<= 0: no
+/// cap); kInvalidShape past the grid limits.
 template <class In, bool TRANSPOSE_SCALE>
 inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int groupSize, index_t targetBlocks,
                             dim3& grid, int& tileRows, int& tileGroups) {
@@ -300,22 +281,24 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
   chooseTile<TRANSPOSE_SCALE>(slots, Policy::kSectorScales, rows, groups, tileRows, tileGroups);
   const index_t rowTiles = (rows + tileRows - 1) / tileRows;
   const index_t groupTiles = (groups + tileGroups - 1) / tileGroups;
-  const index_t rowBlocks = rowTileBlocks(rowTiles, groupTiles, targetBlocks);
-  if (rowBlocks > kMaxGridBlocks / groupTiles || !fitsOneGrid(rowBlocks * groupTiles, Policy::kThreads))
-    return Status::error(StatusCode::kInvalidShape, fn, "M", "too many (row, group) tiles for one launch", rows);
-  grid = dim3(static_cast<unsigned>(rowBlocks * groupTiles));
+  if (groupTiles > kMaxGridY)
+    return Status::error(StatusCode::kInvalidShape, fn, "groups", "too many groups per row for one launch", groups,
+                         kMaxGridY * tileGroups);
+  const index_t blocksX = rowTileBlocks(rowTiles, groupTiles, targetBlocks);
+  if (!fitsOneGrid(blocksX, Policy::kThreads))
+    return Status::error(StatusCode::kInvalidShape, fn, "M", "too many rows for one launch", rows);
+  grid = dim3(static_cast<unsigned>(blocksX), static_cast<unsigned>(groupTiles));
   return Status::ok();
 }
 
 /// The launch shared by the group-tile producers: the rule x group-size
 /// dispatch to KernelFor<Rule, kGroup>, then grid, tile and kernel, called
-/// with (args..., eps, tileRows, tileGroups). KernelFor's loopFree() kernel,
-/// a block per row tile, runs any grid when `residentWaves` <= 0, and
-/// otherwise grids of at most GroupTilePolicy::kLoopFreeMaxWaves or more
-/// than kLoopingMaxWaves times the blocks the device runs at once of it;
-/// a grid in between runs looping() on `residentWaves` x its resident
-/// blocks (occupancy queried once per kernel and device), each block
-/// looping over row tiles.
+/// with (args..., eps, tileRows, tileGroups). A grid of at most
+/// GroupTilePolicy::kLoopFreeMaxWaves x the blocks the device runs at once
+/// of KernelFor's loopFree() kernel (or any grid when `residentWaves` <= 0)
+/// runs that kernel, a block per row tile; a larger one runs looping() on
+/// `residentWaves` x its resident blocks (occupancy queried once per kernel
+/// and device), each block looping over row tiles.
 template <class In, bool TRANSPOSE_SCALE, template <class, int> class KernelFor, class... Args>
 Status launchGroupTile(const char* fn, index_t rows, index_t groups, const QuantOptions& opt, Stream stream,
                        int residentWaves, Args... args) {
@@ -332,9 +315,8 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, const Quant
       int resident = 0;
       DeviceError e = residentBlocks(&resident, kernel, kThreads);
       if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
-      const index_t blocks = grid.x;
-      if (blocks > static_cast<index_t>(resident) * GroupTilePolicy<In>::kLoopFreeMaxWaves &&
-          blocks <= static_cast<index_t>(resident) * GroupTilePolicy<In>::kLoopingMaxWaves) {
+      const index_t blocks = static_cast<index_t>(grid.x) * grid.y;
+      if (blocks > static_cast<index_t>(resident) * GroupTilePolicy<In>::kLoopFreeMaxWaves) {
         kernel = Kernels::looping();
         e = residentBlocks(&resident, kernel, kThreads);
         if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
