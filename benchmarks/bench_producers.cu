@@ -354,24 +354,25 @@ __global__ void __launch_bounds__(256)
 }
 
 /// Launches tuneGroupTileKernel with the grid groupTileGrid would build for
-/// kElems-value slices and a cap of kWaves x resident blocks (0: none).
-template <class Load, int kElems, int kDepth, int kWaves, class Layout>
+/// kElems-value slices, blocks of kThreads threads and a cap of kWaves x
+/// resident blocks (0: none).
+template <class Load, int kElems, int kDepth, int kWaves, class Layout, int kThreads = 256>
 void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix<E4M3FN>& q,
                          const ScaleView<float, Layout>& sv) {
   constexpr bool T = Layout::kColumnMajor;
   const auto kernel = tuneGroupTileKernel<Load, kElems, kDepth, T>;
   int tileRows = 0, tileGroups = 0;
-  detail::chooseTile<T>(256 / (128 / kElems), 8, M, G, tileRows, tileGroups);
+  detail::chooseTile<T>(kThreads / (128 / kElems), 8, M, G, tileRows, tileGroups);
   const index_t rowTiles = (M + tileRows - 1) / tileRows, groupTiles = (G + tileGroups - 1) / tileGroups;
   int resident = 0;
-  BENCH_CHECK(detail::residentBlocks(&resident, kernel, 256));
+  BENCH_CHECK(detail::residentBlocks(&resident, kernel, kThreads));
   const index_t blocksX = detail::rowTileBlocks(rowTiles, groupTiles, static_cast<index_t>(resident) * kWaves);
-  kernel<<<dim3(static_cast<unsigned>(blocksX), static_cast<unsigned>(groupTiles)), 256, 0, gStream>>>(
+  kernel<<<dim3(static_cast<unsigned>(blocksX), static_cast<unsigned>(groupTiles)), kThreads, 0, gStream>>>(
       load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, tileRows, tileGroups);
   BENCH_CHECK(cudaGetLastError());
 }
 
-template <class Load, int kElems, int kDepth, int kWaves, class Layout>
+template <class Load, int kElems, int kDepth, int kWaves, class Layout, int kThreads = 256>
 void BM_TuneGroupQuant(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   Load load;
@@ -380,14 +381,14 @@ void BM_TuneGroupQuant(benchmark::State& state) {
   const auto sv = scaleView<Layout>(M, G);
   double t = 0.0;
   for (auto _ : state) {
-    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves>(load, M, G, q, sv); });
+    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves, Layout, kThreads>(load, M, G, q, sv); });
     state.SetIterationTime(t);
   }
   report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
 }
 
 /// SiLU-clamp tuning, args (M, I).
-template <class Load, int kElems, int kDepth, int kWaves, class Layout>
+template <class Load, int kElems, int kDepth, int kWaves, class Layout, int kThreads = 256>
 void BM_TuneSilu(benchmark::State& state) {
   const index_t M = state.range(0), I = state.range(1), G = I / 128;
   Load load;
@@ -396,7 +397,7 @@ void BM_TuneSilu(benchmark::State& state) {
   const auto sv = scaleView<Layout>(M, G);
   double t = 0.0;
   for (auto _ : state) {
-    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves>(load, M, G, q, sv); });
+    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves, Layout, kThreads>(load, M, G, q, sv); });
     state.SetIterationTime(t);
   }
   report(state, t, static_cast<double>(M) * I * 5 + M * G * 4.0, static_cast<std::size_t>(M * I * 4));
@@ -421,6 +422,10 @@ void registerTuning() {
   reg("tune/group_quant/row_major/e16/d1/w2", BM_TuneGroupQuant<Plain, 16, 1, 2, RowMajor>);
   reg("tune/group_quant/col_major/e16/d0", BM_TuneGroupQuant<Plain, 16, 0, 0, ColMajor>);
   reg("tune/group_quant/col_major/e16/d1/w1", BM_TuneGroupQuant<Plain, 16, 1, 1, ColMajor>);
+  // ... a block per tile of fewer threads (t64: 8 groups a block): more SMs at small M
+  reg("tune/group_quant/row_major/e16/d0/t128", BM_TuneGroupQuant<Plain, 16, 0, 0, RowMajor, 128>);
+  reg("tune/group_quant/row_major/e16/d0/t64", BM_TuneGroupQuant<Plain, 16, 0, 0, RowMajor, 64>);
+  reg("tune/group_quant/col_major/e16/d0/t64", BM_TuneGroupQuant<Plain, 16, 0, 0, ColMajor, 64>);
   // SiLU-clamp, I = 2048 and 3072
   using Silu = detail::SiluClampLoad<BFloat16>;
   auto regSilu = [&](const char* name, auto fn) {
@@ -432,6 +437,10 @@ void registerTuning() {
   regSilu("tune/silu_clamp_quant/row_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, RowMajor>);
   regSilu("tune/silu_clamp_quant/col_major/e16/d0", BM_TuneSilu<Silu, 16, 0, 0, ColMajor>);
   regSilu("tune/silu_clamp_quant/col_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, ColMajor>);
+  regSilu("tune/silu_clamp_quant/row_major/e16/d0/t128", BM_TuneSilu<Silu, 16, 0, 0, RowMajor, 128>);
+  regSilu("tune/silu_clamp_quant/row_major/e16/d0/t64", BM_TuneSilu<Silu, 16, 0, 0, RowMajor, 64>);
+  regSilu("tune/silu_clamp_quant/row_major/e16/d0/t32", BM_TuneSilu<Silu, 16, 0, 0, RowMajor, 32>);
+  regSilu("tune/silu_clamp_quant/col_major/e16/d0/t64", BM_TuneSilu<Silu, 16, 0, 0, ColMajor, 64>);
 }
 
 void registerAll(bool quick) {

@@ -278,29 +278,37 @@ inline DeviceError cachedBlocksPerSm(int* n, Kernel kernel, int threads, int dev
   return e;
 }
 
+/// SMs (CUs) of the current device in *n, and its ordinal in *device;
+/// queried once per device and cached.
+inline DeviceError cachedSmCount(int* n, int* device) {
+  DeviceError e = devGetDevice(device);
+  if (e != kDeviceSuccess) return e;
+  static std::mutex mutex;
+  static std::map<int, int> sms;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = sms.find(*device);
+    if (it != sms.end()) {
+      *n = it->second;
+      return kDeviceSuccess;
+    }
+  }
+  DeviceInfo info;
+  e = queryDevice(*device, info);
+  if (e != kDeviceSuccess) return e;
+  *n = info.multiProcessorCount;
+  std::lock_guard<std::mutex> lock(mutex);
+  sms[*device] = *n;
+  return kDeviceSuccess;
+}
+
 /// Blocks of `kernel` (at `threads` threads) the current device runs at once:
 /// blocks per SM x SMs, both cached per device.
 template <class Kernel>
 inline DeviceError residentBlocks(int* n, Kernel kernel, int threads) {
-  int device = 0;
-  DeviceError e = devGetDevice(&device);
+  int device = 0, smCount = 0;
+  DeviceError e = cachedSmCount(&smCount, &device);
   if (e != kDeviceSuccess) return e;
-  static std::mutex mutex;
-  static std::map<int, int> sms;
-  int smCount = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto it = sms.find(device);
-    if (it != sms.end()) smCount = it->second;
-  }
-  if (smCount == 0) {
-    DeviceInfo info;
-    e = queryDevice(device, info);
-    if (e != kDeviceSuccess) return e;
-    smCount = info.multiProcessorCount;
-    std::lock_guard<std::mutex> lock(mutex);
-    sms[device] = smCount;
-  }
   int perSm = 0;
   e = cachedBlocksPerSm(&perSm, kernel, threads, device);
   if (e != kDeviceSuccess) return e;

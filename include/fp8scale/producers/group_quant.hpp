@@ -19,6 +19,8 @@
 // (8 groups of one row: one 32-byte sector of row-major scales) or
 // column-major-friendly (8 rows of one group: one sector of [G][ld] scales),
 // chosen by TRANSPOSE_SCALE, so scale stores are whole sectors either way.
+// Grids with fewer blocks than the device has SMs (small M) run 64-thread
+// blocks of 8 groups instead, spreading the tensor over more SMs.
 #pragma once
 
 #include <cstdint>
@@ -78,6 +80,15 @@ struct GroupTilePolicy {
   ///   SiLU-clamp (57-63 registers looping, 40 not): a block per tile 0.84 /
   ///     0.90 / 1.01, loop 0.83 / 0.88 / 0.97.
   static constexpr int kLoopFreeMaxWaves = 2;
+  /// Blocks of kSmallGridThreads threads (a quarter of the tile) when a grid
+  /// of kThreads-thread blocks would leave SMs without a block (small M):
+  /// the tile's loads, and SiLU-clamp's exponentials, spread over 4x the
+  /// SMs. H200, bf16, tune/ entries (median of 3 interleaved runs), 256 ->
+  /// 64 threads: SiLU-clamp M = 1 / 8 / 64: 1.84 -> 1.81, 2.07 -> 1.86,
+  /// 2.18 -> 1.96 us (I = 2048), 2.01 -> 1.79, 2.14 -> 1.87, 2.22 -> 1.99 us
+  /// (I = 3072); group quant 1.47 -> 1.44, 1.52 -> 1.49, 1.69 -> 1.72 us
+  /// (128 threads: 1.40, 1.46, 1.69; 32 threads no better than 64).
+  static constexpr int kSmallGridThreads = 64;
   static constexpr int kGroupQuantWaves = 1;
   static constexpr int kGroupQuantDepth = 1;
   static constexpr int kSiluClampWaves = 0;
@@ -91,6 +102,9 @@ namespace detail {
 /// grid is far smaller than the device (132 SMs x 8 blocks x 32 groups).
 template <class In>
 constexpr index_t kGroupTileCapMinSlices = 16384;
+/// Grids of at least this many blocks never ask for the SM count (no device
+/// has this many SMs; the small-grid block size is for grids below it).
+constexpr index_t kSmallGridQueryBlocks = 1024;
 }  // namespace detail
 
 namespace detail {
@@ -270,14 +284,15 @@ struct GroupQuantKernelFor {
   };
 };
 
-/// Grid and tile of a group-tile launch: (row-tile blocks, group tiles),
-/// the row-tile axis capped by rowTileBlocks() at `targetBlocks` (<= 0: no
-/// cap); kInvalidShape past the grid limits.
+/// Grid and tile of a group-tile launch of `threads`-thread blocks:
+/// (row-tile blocks, group tiles), the row-tile axis capped by
+/// rowTileBlocks() at `targetBlocks` (<= 0: no cap); kInvalidShape past the
+/// grid limits.
 template <class In, bool TRANSPOSE_SCALE>
-inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int groupSize, index_t targetBlocks,
-                            dim3& grid, int& tileRows, int& tileGroups) {
+inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int groupSize, int threads,
+                            index_t targetBlocks, dim3& grid, int& tileRows, int& tileGroups) {
   using Policy = GroupTilePolicy<In>;
-  const int slots = Policy::kThreads / (groupSize / Policy::kElems);
+  const int slots = threads / (groupSize / Policy::kElems);
   chooseTile<TRANSPOSE_SCALE>(slots, Policy::kSectorScales, rows, groups, tileRows, tileGroups);
   const index_t rowTiles = (rows + tileRows - 1) / tileRows;
   const index_t groupTiles = (groups + tileGroups - 1) / tileGroups;
@@ -285,7 +300,7 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
     return Status::error(StatusCode::kInvalidShape, fn, "groups", "too many groups per row for one launch", groups,
                          kMaxGridY * tileGroups);
   const index_t blocksX = rowTileBlocks(rowTiles, groupTiles, targetBlocks);
-  if (!fitsOneGrid(blocksX, Policy::kThreads))
+  if (!fitsOneGrid(blocksX, threads))
     return Status::error(StatusCode::kInvalidShape, fn, "M", "too many rows for one launch", rows);
   grid = dim3(static_cast<unsigned>(blocksX), static_cast<unsigned>(groupTiles));
   return Status::ok();
@@ -298,36 +313,51 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
 /// of KernelFor's loopFree() kernel (or any grid when `residentWaves` <= 0)
 /// runs that kernel, a block per row tile; a larger one runs looping() on
 /// `residentWaves` x its resident blocks (occupancy queried once per kernel
-/// and device), each block looping over row tiles.
+/// and device), each block looping over row tiles. A grid of fewer blocks
+/// than the device has SMs (SM count cached per device) runs
+/// GroupTilePolicy::kSmallGridThreads-thread blocks instead, with the tile
+/// that many slots hold.
 template <class In, bool TRANSPOSE_SCALE, template <class, int> class KernelFor, class... Args>
 Status launchGroupTile(const char* fn, index_t rows, index_t groups, const QuantOptions& opt, Stream stream,
                        int residentWaves, Args... args) {
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     using Kernels = KernelFor<decltype(rule), decltype(group)::value>;
     constexpr int kThreads = GroupTilePolicy<In>::kThreads;
+    int threads = kThreads;
     dim3 grid;
     int tileRows = 0, tileGroups = 0;
-    if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, 0, grid, tileRows, tileGroups);
+    if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, 0, grid, tileRows,
+                                                      tileGroups);
         !s)
       return s;
     auto kernel = Kernels::loopFree();
-    if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices<In>) {
+    const index_t blocks = static_cast<index_t>(grid.x) * grid.y;
+    if (blocks < kSmallGridQueryBlocks) {  // fewer blocks than SMs: smaller blocks, more SMs
+      int sms = 0, device = 0;
+      if (const DeviceError e = cachedSmCount(&sms, &device); e != kDeviceSuccess) return Status::fromDevice(fn, e);
+      if (blocks < sms) {
+        threads = GroupTilePolicy<In>::kSmallGridThreads;
+        if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, 0, grid, tileRows,
+                                                          tileGroups);
+            !s)
+          return s;
+      }
+    } else if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices<In>) {
       int resident = 0;
       DeviceError e = residentBlocks(&resident, kernel, kThreads);
       if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
-      const index_t blocks = static_cast<index_t>(grid.x) * grid.y;
       if (blocks > static_cast<index_t>(resident) * GroupTilePolicy<In>::kLoopFreeMaxWaves) {
         kernel = Kernels::looping();
         e = residentBlocks(&resident, kernel, kThreads);
         if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
-        if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize,
+        if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads,
                                                           static_cast<index_t>(resident) * residentWaves, grid,
                                                           tileRows, tileGroups);
             !s)
           return s;
       }
     }
-    const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(kThreads), 0, stream, args...,
+    const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(threads), 0, stream, args...,
                                           opt.eps, tileRows, tileGroups);
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);
   });
