@@ -73,8 +73,12 @@ __global__ void __launch_bounds__(256) copyKernel(const uint4* __restrict__ src,
 ///         writes 16 B of residual_out and 8 B of fp8);
 ///   kSilu: 8 outputs of SiLU-clamp quant (reads 16 B of a = gate and of
 ///          b = up, writes 8 B of fp8).
-/// Scales (1/32 of the fp8 bytes) are left out. One thread per piece, in
-/// address order (the producers' block order), n pieces.
+/// Scales (1/32 of the fp8 bytes, ~1% of the total) are left out. One
+/// thread per piece, in address order, n pieces: the producers' group-tile
+/// grids run row tiles fastest instead, an order that moved these same
+/// bytes 2.5-4.4% slower at M >= 8192 (benchmarks/results/
+/// h200_ab_grid_order_rmsnorm_bulk.txt), so the gap to this ceiling is
+/// part order, part arithmetic.
 enum class MoveKind { kGroup, kRms, kSilu };
 template <MoveKind kKind>
 __global__ void __launch_bounds__(256) moveBytesKernel(const uint4* __restrict__ a, const uint4* __restrict__ b,

@@ -40,10 +40,12 @@ def main() -> None:
     context = data.get("context", {})
     if "copy_baseline_GBps" in context:  # measured once at start, the ratios' baseline
         copy = float(context["copy_baseline_GBps"])
-    else:
+        when = ", measured at the start of the run"
+    else:  # older runs: the copy entries themselves
         copy = max(rows[n]["GBps"] for n in rows if n.startswith("copy_256MiB"))
+        when = ""
     print(f"Baselines: large copy {copy / 1000:.2f} TB/s (read + write, faster of cudaMemcpyAsync and a copy "
-          f"kernel, measured at the start of the run), empty kernel {rows['empty_kernel']['us_per_call']:.2f} us per launch under graph replay.\n")
+          f"kernel{when}), empty kernel {rows['empty_kernel']['us_per_call']:.2f} us per launch under graph replay.\n")
     sizes = sorted({int(b["M"]) for b in rows.values() if "M" in b})
     producers = [("group_quant", "group quant, K = 7168", ""), ("rmsnorm_quant", "RMSNorm quant (+ residual), K = 7168", ""),
                  ("silu_clamp_quant", "SiLU-clamp quant, I = 2048", "/2048"), ("silu_clamp_quant", "SiLU-clamp quant, I = 3072", "/3072")]

@@ -30,10 +30,12 @@ grep -E "tests passed|tests failed|\*\*\*Failed|Failed  " "$OUT/ctest.log" | hea
 build/h200/tests/device/fp8scale_device_tests > "$OUT/device_tests.log" 2>&1
 echo "device tests: exit $?"
 grep -E "^\[ (bf16|fp16|fp32|e4m3)|PASSED|FAILED|Failure" "$OUT/device_tests.log" | head -60
+# 3 repetitions in random interleaving, medians (as tools/h200_prebuilt.sh).
+reps="--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true"
 case "${BENCH:-full}" in
-  full) timeout 400 build/h200/benchmarks/bench_producers --benchmark_out="$OUT/bench.json" \
+  full) timeout 400 build/h200/benchmarks/bench_producers $reps --benchmark_out="$OUT/bench.json" \
           --benchmark_out_format=json > "$OUT/bench.txt" 2>&1; echo "bench: exit $?" ;;
-  quick) timeout 200 build/h200/benchmarks/bench_producers --quick --benchmark_out="$OUT/bench.json" \
+  quick) timeout 200 build/h200/benchmarks/bench_producers --quick $reps --benchmark_out="$OUT/bench.json" \
           --benchmark_out_format=json > "$OUT/bench.txt" 2>&1; echo "bench: exit $?" ;;
 esac
 if [ "${SANITIZE:-0}" = 1 ]; then

@@ -30,6 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 RUN_SUFFIX = re.compile(r"^(iterations|repeats|threads|min_time|min_warmup_time):|^(manual|real|process)_time$")
 ARG_NAMES = {"silu_clamp_quant": "I"}
+MOVE_LAYOUT = "same bytes, no arithmetic"  # the move_bytes/... line of a producer's panel
 
 
 def parse_name(name):
@@ -65,7 +66,7 @@ def load(path, with_tune):
         if tune and not with_tune:
             continue
         if name.startswith("move_bytes/"):
-            parsed = parse_name(name[len("move_bytes/"):].replace("/", "/same bytes, no arithmetic/", 1))
+            parsed = parse_name(name[len("move_bytes/"):].replace("/", "/" + MOVE_LAYOUT + "/", 1))
         else:
             parsed = parse_name(name[len("tune/"):] if tune else name)
         if parsed is None:
@@ -106,10 +107,15 @@ def main():
     rows = (len(keys) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(6.4 * cols, 4.2 * rows), squeeze=False, sharey=not args.logy)
     copy_styles = ["--", ":", "-."]
+    # One colour per line name across the panels; the same-bytes ceiling in grey.
+    names = sorted({layout for key in keys for layout in panels[key]} - {MOVE_LAYOUT})
+    colours = {name: f"C{i % 10}" for i, name in enumerate(names)}
+    colours[MOVE_LAYOUT] = "grey"
     for ax, key in zip(axes.flat, keys):
         for layout in sorted(panels[key]):
             points = sorted(panels[key][layout])
-            ax.plot([m for m, _ in points], [g for _, g in points], marker="o", markersize=3, label=layout)
+            ax.plot([m for m, _ in points], [g for _, g in points], marker="o", markersize=3, label=layout,
+                    color=colours[layout], linestyle="-." if layout == MOVE_LAYOUT else "-")
         for style, (kind, gbps) in zip(copy_styles, sorted(copies.items())):
             ax.axhline(gbps, color="black", linestyle=style, linewidth=1,
                        label=f"copy 256 MiB ({kind}): {gbps:.0f} GB/s")

@@ -23,9 +23,11 @@ TEST(Platform, GridLimitsCountBlocksAndThreads) {
 // The group-tile launch picks a (rows x groups) tile per block; the kernel
 // finds a thread's (row, group) with a mask and a shift, so both edges must be
 // powers of two whose product is the block's slot count, for every shape.
+// Slot counts below 8 are the small-grid blocks of fp32 input (64 threads of
+// 16 lanes: 4 slots) and the benchmarks' 32-thread entries (2 and 1).
 TEST(GroupTile, TilesArePowersOfTwoThatFillTheBlock) {
   auto isPow2 = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
-  for (int slots : {8, 16, 32, 64, 128})
+  for (int slots : {1, 2, 4, 8, 16, 32, 64, 128})
     for (fp8scale::index_t rows : {1, 2, 3, 5, 8, 9, 100, 65536})
       for (fp8scale::index_t groups : {1, 2, 3, 7, 16, 56, 128, 1000}) {
         int tr = 0, tg = 0;
@@ -36,6 +38,9 @@ TEST(GroupTile, TilesArePowersOfTwoThatFillTheBlock) {
           if (groups * 8 >= slots) {
             EXPECT_EQ(tr, 8) << "enough groups: the tile is one sector tall";
           }
+        }
+        if (slots < 8 && rows >= slots) {
+          EXPECT_EQ(tr, slots) << "fewer slots than a sector: all of them along the rows";
         }
         fp8scale::detail::chooseTile<false>(slots, 8, rows, groups, tr, tg);
         EXPECT_TRUE(isPow2(tr) && isPow2(tg) && tr * tg == slots) << slots << " " << rows << " " << groups;

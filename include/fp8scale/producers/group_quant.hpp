@@ -20,7 +20,8 @@
 // column-major-friendly (8 rows of one group: one sector of [G][ld] scales),
 // chosen by TRANSPOSE_SCALE, so scale stores are whole sectors either way.
 // Grids with fewer blocks than the device has SMs (small M) run 64-thread
-// blocks of 8 groups instead, spreading the tensor over more SMs.
+// blocks instead (a quarter of the slices: 8 groups of 128 bf16), spreading
+// the tensor over more SMs.
 #pragma once
 
 #include <cstdint>
@@ -80,14 +81,17 @@ struct GroupTilePolicy {
   ///   SiLU-clamp (57-63 registers looping, 40 not): a block per tile 0.84 /
   ///     0.90 / 1.01, loop 0.83 / 0.88 / 0.97.
   static constexpr int kLoopFreeMaxWaves = 2;
-  /// Blocks of kSmallGridThreads threads (a quarter of the tile) when a grid
-  /// of kThreads-thread blocks would leave SMs without a block (small M):
-  /// the tile's loads, and SiLU-clamp's exponentials, spread over 4x the
-  /// SMs. H200, bf16, tune/ entries (median of 3 interleaved runs), 256 ->
-  /// 64 threads: SiLU-clamp M = 1 / 8 / 64: 1.84 -> 1.81, 2.07 -> 1.86,
-  /// 2.18 -> 1.96 us (I = 2048), 2.01 -> 1.79, 2.14 -> 1.87, 2.22 -> 1.99 us
-  /// (I = 3072); group quant 1.47 -> 1.44, 1.52 -> 1.49, 1.69 -> 1.72 us
-  /// (128 threads: 1.40, 1.46, 1.69; 32 threads no better than 64).
+  /// Blocks of kSmallGridThreads threads (a quarter of the tile's slices)
+  /// when a grid of kThreads-thread blocks would leave SMs without a block
+  /// (small M): the tile's loads, and SiLU-clamp's exponentials, spread over
+  /// 4x the SMs. H200, bf16, groups of 128, row-major, tune/ entries of
+  /// benchmarks/results/h200_bench_producers.json (medians of 3 interleaved
+  /// runs), 256 -> 64 threads at M = 1 / 8 / 64: SiLU-clamp 1.84 -> 1.81,
+  /// 2.17 -> 1.85, 2.25 -> 1.96 us (I = 2048) and 1.99 -> 1.94, 2.15 ->
+  /// 1.87, 2.24 -> 1.98 us (I = 3072); group quant 1.45 -> 1.43, 1.58 ->
+  /// 1.49, 1.72 -> 1.74 us (128 threads: 1.40, 1.48, 1.68, inside the
+  /// 0.05-0.1 us spread of these entries; 32 threads no better than 64).
+  /// fp32 input at groups of 128 gets 4 slices a block (not measured).
   static constexpr int kSmallGridThreads = 64;
   static constexpr int kGroupQuantWaves = 1;
   static constexpr int kGroupQuantDepth = 1;
@@ -104,6 +108,9 @@ template <class In>
 constexpr index_t kGroupTileCapMinSlices = 16384;
 /// Grids of at least this many blocks never ask for the SM count (no device
 /// has this many SMs; the small-grid block size is for grids below it).
+/// Smaller launches (decode) do: cudaGetDevice / hipGetDevice and a
+/// mutex-guarded lookup on the host, and a device error pending from earlier
+/// work can surface there rather than at the launch.
 constexpr index_t kSmallGridQueryBlocks = 1024;
 }  // namespace detail
 
@@ -332,16 +339,18 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, const Quant
       return s;
     auto kernel = Kernels::loopFree();
     const index_t blocks = static_cast<index_t>(grid.x) * grid.y;
-    if (blocks < kSmallGridQueryBlocks) {  // fewer blocks than SMs: smaller blocks, more SMs
+    bool smallGrid = false;  // fewer blocks than SMs: smaller blocks, more SMs
+    if (blocks < kSmallGridQueryBlocks) {
       int sms = 0, device = 0;
       if (const DeviceError e = cachedSmCount(&sms, &device); e != kDeviceSuccess) return Status::fromDevice(fn, e);
-      if (blocks < sms) {
-        threads = GroupTilePolicy<In>::kSmallGridThreads;
-        if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, 0, grid, tileRows,
-                                                          tileGroups);
-            !s)
-          return s;
-      }
+      smallGrid = blocks < sms;
+    }
+    if (smallGrid) {
+      threads = GroupTilePolicy<In>::kSmallGridThreads;
+      if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, 0, grid, tileRows,
+                                                        tileGroups);
+          !s)
+        return s;
     } else if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices<In>) {
       int resident = 0;
       DeviceError e = residentBlocks(&resident, kernel, kThreads);
