@@ -102,9 +102,10 @@ struct GroupTilePolicy {
 };
 
 namespace detail {
-/// Below this many (row, group) slices a launch never queries occupancy: the
-/// grid is far smaller than the device (132 SMs x 8 blocks x 32 groups).
-template <class In>
+/// Below this many (row, group) slices a launch never queries occupancy (the
+/// looping kernel's cap): the grid is far smaller than two waves of the
+/// device (H200: 132 SMs x 6 blocks x 32 slices a wave). Small grids ask for
+/// the SM count only (kSmallGridQueryBlocks).
 constexpr index_t kGroupTileCapMinSlices = 16384;
 /// Grids of at least this many blocks never ask for the SM count (no device
 /// has this many SMs; the small-grid block size is for grids below it).
@@ -351,7 +352,7 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, const Quant
                                                         tileGroups);
           !s)
         return s;
-    } else if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices<In>) {
+    } else if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices) {
       int resident = 0;
       DeviceError e = residentBlocks(&resident, kernel, kThreads);
       if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
