@@ -29,6 +29,11 @@
 // CUDA_DEVICE_MAX_CONNECTIONS >= the number of such streams, and eagerly
 // loaded kernels (the launchers query each kernel's attributes before its
 // first launch; CUDA_MODULE_LOADING=EAGER makes sure).
+//
+// Teardown: peers read each other's regions until their own call is done,
+// so every rank's last call must have completed on every rank before any
+// rank destroys its communicator (a host barrier after a stream sync; see
+// ~AllreduceCommunicator).
 #pragma once
 
 #include <algorithm>
@@ -205,6 +210,16 @@ class AllreduceCommunicator {
 
   AllreduceCommunicator(const AllreduceCommunicator&) = delete;
   AllreduceCommunicator& operator=(const AllreduceCommunicator&) = delete;
+  /// Frees this rank's region and closes its mappings of the peers'. A peer
+  /// may still be reading this rank's region when this rank's own last call
+  /// is done: a two-stage call has no end barrier (its all-gather reads
+  /// every rank's scratch after the mid barrier). Destroy a communicator
+  /// only after every rank's last call has completed: synchronize the
+  /// stream, then a host barrier across the ranks (the exchange function,
+  /// torch.distributed.barrier(), MPI_Barrier); fp8scale-allreduce-ranks
+  /// does so before its teardown. The same holds for buffers registered
+  /// with registerBufferIpc: peers read them too, so free them only after
+  /// that barrier.
   ~AllreduceCommunicator() {
     for (void* p : opened_) (void)detail::devIpcClose(p);
     if (ownedRegion_ != nullptr) (void)detail::devFree(ownedRegion_);
