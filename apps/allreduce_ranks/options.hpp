@@ -119,9 +119,6 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
   namespace util = cli;
   Options o;
   bool itersGiven = false;
-  auto bad = [](const std::string& flag, const std::string& value, const std::string& why) {
-    return UsageError{flag + " '" + value + "': " + why};
-  };
   cli::FlagReader reader(argc, argv);
   while (reader.next()) {
     const std::string arg = reader.flag();
@@ -137,30 +134,31 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
       if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = util::parseInt(value, 1, kAllreduceMaxRanks);
       if (!v || !isSupportedAllreduceWorld(static_cast<int>(*v)))
-        return bad(arg, value, "the custom allreduce takes 1, 2, 4 or 8 ranks");
+        return UsageError{reader.badValue("the custom allreduce takes 1, 2, 4 or 8 ranks")};
       o.world = static_cast<int>(*v);
     } else if (arg == "--rank") {
       if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = util::parseInt(value, 0, kAllreduceMaxRanks - 1);
-      if (!v) return bad(arg, value, "not a rank in [0, 7]");
+      if (!v) return UsageError{reader.badValue("not a rank in [0, 7]")};
       o.rank = static_cast<int>(*v);
     } else if (arg == "--dir") {
       if (auto e = reader.takeValue()) return UsageError{*e};
-      if (value.empty()) return bad(arg, value, "empty directory name");
+      if (value.empty()) return UsageError{reader.badValue("empty directory name")};
       o.dir = value;
     } else if (arg == "--mode") {
       if (auto e = reader.takeValue()) return UsageError{*e};
       if (value == "check") o.mode = Mode::kCheck;
       else if (value == "race") o.mode = Mode::kRace;
       else if (value == "bench") o.mode = Mode::kBench;
-      else return bad(arg, value, "not one of check, race, bench");
+      else return UsageError{reader.badValue("not one of check, race, bench")};
     } else if (arg == "--m") {
       if (auto e = reader.takeValue()) return UsageError{*e};
       o.rows.clear();
       for (const std::string& item : util::splitList(value)) {
         const auto v = util::parseInt(item, 1, kMaxRows);
         if (!v)
-          return bad(arg, value, "'" + item + "' is not a token count in [1, " + std::to_string(kMaxRows) + "]");
+          return UsageError{
+              reader.badValue("'" + item + "' is not a token count in [1, " + std::to_string(kMaxRows) + "]")};
         o.rows.push_back(*v);
       }
       std::sort(o.rows.begin(), o.rows.end());
@@ -169,22 +167,22 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
       if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = util::parseInt(value, kGroup, kMaxCols);
       if (!v || *v % kGroup != 0)
-        return bad(arg, value, "not a multiple of 128 in [128, " + std::to_string(kMaxCols) + "]");
+        return UsageError{reader.badValue("not a multiple of 128 in [128, " + std::to_string(kMaxCols) + "]")};
       o.cols = *v;
     } else if (arg == "--iters") {
       if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = util::parseInt(value, 1, 1000000);
-      if (!v) return bad(arg, value, "not an integer in [1, 1000000]");
+      if (!v) return UsageError{reader.badValue("not an integer in [1, 1000000]")};
       o.iters = static_cast<int>(*v);
       itersGiven = true;
     } else if (arg == "--json") {
       if (auto e = reader.takeValue()) return UsageError{*e};
-      if (value.empty()) return bad(arg, value, "empty file name");
+      if (value.empty()) return UsageError{reader.badValue("empty file name")};
       o.json = value;
     } else if (arg == "--timeout-s") {
       if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = util::parseInt(value, 1, 86400);
-      if (!v) return bad(arg, value, "not a number of seconds in [1, 86400]");
+      if (!v) return UsageError{reader.badValue("not a number of seconds in [1, 86400]")};
       o.timeoutS = static_cast<int>(*v);
     } else {
       return UsageError{"unknown flag '" + reader.argument() + "' (see --help)"};
@@ -197,7 +195,8 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
   if (o.rank >= 0) {
     if (o.world == 0) return UsageError{"--rank needs --world"};
     if (o.rank >= o.world)
-      return bad("--rank", std::to_string(o.rank), "must be below --world (" + std::to_string(o.world) + ")");
+      return UsageError{"--rank '" + std::to_string(o.rank) + "': must be below --world (" +
+                        std::to_string(o.world) + ")"};
     if (o.dir.empty()) return UsageError{"--rank needs --dir (the parent sets both)"};
   } else if (!o.dir.empty()) {
     return UsageError{"--dir " + o.dir + ": only children take --dir (with --rank); the parent makes its own"};

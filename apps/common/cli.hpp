@@ -87,6 +87,9 @@ class FlagReader {
     return std::nullopt;
   }
 
+  /// The message for a flag whose value is refused: "--flag 'value': why".
+  std::string badValue(const std::string& why) const { return flag_ + " '" + value_ + "': " + why; }
+
   const std::string& flag() const { return flag_; }
   /// The current argument as given (with any "=value").
   std::string argument() const { return argv_[i_]; }

@@ -141,9 +141,6 @@ using cli::splitList;
 inline std::variant<Options, UsageError> parseOptions(int argc, const char* const* argv) {
   Options o;
   bool sitesGiven = false;
-  auto bad = [](const std::string& flag, const std::string& value, const std::string& why) {
-    return UsageError{flag + " '" + value + "': " + why};
-  };
   cli::FlagReader reader(argc, argv);
   while (reader.next()) {
     const std::string arg = reader.flag();
@@ -161,7 +158,8 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
       for (const std::string& item : detail::splitList(value)) {
         const auto v = detail::parseInt(item, 1, kMaxRows);
         if (!v)
-          return bad(arg, value, "'" + item + "' is not a token count in [1, " + std::to_string(kMaxRows) + "]");
+          return UsageError{
+              reader.badValue("'" + item + "' is not a token count in [1, " + std::to_string(kMaxRows) + "]")};
         o.rows.push_back(*v);
       }
       std::sort(o.rows.begin(), o.rows.end());
@@ -171,7 +169,7 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
       o.sites.clear();
       for (const std::string& item : detail::splitList(value)) {
         const auto s = siteFromName(item);
-        if (!s) return bad(arg, value, "unknown site '" + item + "' (sites: " + siteList() + ")");
+        if (!s) return UsageError{reader.badValue("unknown site '" + item + "' (sites: " + siteList() + ")")};
         if (std::find(o.sites.begin(), o.sites.end(), *s) == o.sites.end()) o.sites.push_back(*s);
       }
       std::sort(o.sites.begin(), o.sites.end());
@@ -180,45 +178,47 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
       if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = detail::parseInt(value, 16, 1 << 20);
       if (!v || *v % 16 != 0)
-        return bad(arg, value, "not a multiple of 16 in [16, 1048576] (cuBLASLt's fp8 N must be a 16-multiple)");
+        return UsageError{
+            reader.badValue("not a multiple of 16 in [16, 1048576] (cuBLASLt's fp8 N must be a 16-multiple)")};
       o.attnN = *v;
     } else if (arg == "--swiglu-limit") {
       if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = detail::parseFloat(value);
-      if (!v) return bad(arg, value, "not a number");
+      if (!v) return UsageError{reader.badValue("not a number")};
       o.swigluLimit = *v;
     } else if (arg == "--iters") {
       if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = detail::parseInt(value, 1, 10000);
-      if (!v) return bad(arg, value, "not an integer in [1, 10000]");
+      if (!v) return UsageError{reader.badValue("not an integer in [1, 10000]")};
       o.iters = static_cast<int>(*v);
     } else if (arg == "--seed") {
       if (auto e = reader.takeValue()) return UsageError{*e};
       const auto v = detail::parseInt(value, 0, 9223372036854775807LL);
-      if (!v) return bad(arg, value, "not a non-negative integer");
+      if (!v) return UsageError{reader.badValue("not a non-negative integer")};
       o.seed = static_cast<std::uint64_t>(*v);
     } else if (arg == "--input") {
       if (auto e = reader.takeValue()) return UsageError{*e};
-      if (value.empty()) return bad(arg, value, "empty file name");
+      if (value.empty()) return UsageError{reader.badValue("empty file name")};
       o.input = value;
     } else if (arg == "--map") {
       if (auto e = reader.takeValue()) return UsageError{*e};
       const std::size_t eq = value.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
-        return bad(arg, value, "expected SITE=TENSOR (sites: " + siteList() + ")");
+        return UsageError{reader.badValue("expected SITE=TENSOR (sites: " + siteList() + ")")};
       const auto s = siteFromName(value.substr(0, eq));
-      if (!s) return bad(arg, value, "unknown site '" + value.substr(0, eq) + "' (sites: " + siteList() + ")");
+      if (!s) return UsageError{
+          reader.badValue("unknown site '" + value.substr(0, eq) + "' (sites: " + siteList() + ")")};
       for (const auto& m : o.map)
-        if (m.first == *s) return bad(arg, value, std::string("site ") + siteName(*s) + " is mapped twice");
+        if (m.first == *s) return UsageError{reader.badValue(std::string("site ") + siteName(*s) + " is mapped twice")};
       o.map.emplace_back(*s, value.substr(eq + 1));
     } else if (arg == "--corrupt") {
       if (auto e = reader.takeValue()) return UsageError{*e};
       if (value != "fp8" && value != "scale" && value != "padding" && value != "residual" && value != "gemm")
-        return bad(arg, value, "not one of fp8, scale, padding, residual, gemm");
+        return UsageError{reader.badValue("not one of fp8, scale, padding, residual, gemm")};
       o.corrupt = value;
     } else if (arg == "--json") {
       if (auto e = reader.takeValue()) return UsageError{*e};
-      if (value.empty()) return bad(arg, value, "empty file name");
+      if (value.empty()) return UsageError{reader.badValue("empty file name")};
       o.json = value;
     } else {
       return UsageError{"unknown flag '" + reader.argument() + "' (see --help)"};
