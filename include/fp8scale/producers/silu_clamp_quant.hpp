@@ -3,7 +3,8 @@
 //
 // x[M, 2I] = [gate | up]. With limit > 0: gate = min(gate, limit),
 // up = clamp(up, -limit, limit) (the swiglu_limit of gpt-oss style MoE; NaN
-// stays NaN, as with torch.clamp); with limit <= 0 no clamp. a = silu(gate) * up = gate / (1 + exp(-gate)) * up in
+// stays NaN, as with torch.clamp); with limit <= 0 no clamp.
+// a = silu(gate) * up = gate / (1 + exp(-gate)) * up in
 // fp32, quantized without rounding to bf16 first, into q[M, I] and scales
 // (M, I / groupSize) through the view. Same tiled body as group quant.
 #pragma once
