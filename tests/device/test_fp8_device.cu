@@ -1,13 +1,19 @@
 // The device fp8 conversion (fp8scale::cvtPack2, hardware instruction on
 // sm_89+) against the host encode and against the committed golden data that
-// the H200 itself produced (tests/data, see gen_fp8_golden.cu).
+// the H200 itself produced (tests/data, see gen_fp8_golden.cu); and the
+// device's fp32 -> bf16 / fp16 rounding (detail::packVec, hardware F2FP with
+// a NaN fallback) against the host rule, fromFloat.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "../common/golden.hpp"
 #include "device_test_util.cuh"
+#include "fp8scale/detail/vec.hpp"
 #include "fp8scale/fp8.hpp"
 
 namespace fp8scale::test {
@@ -79,6 +85,92 @@ TEST_F(Fp8Device, E4M3FNUZDeviceConversionEqualsHostEncode) {
   }
   EXPECT_EQ(bad, 0u);
 }
+
+// packVec / roundVec on whole 16-byte vectors (8 values a thread).
+template <class In>
+__global__ void packWithLibrary(const float* in, std::uint32_t* packed, float* rounded, int vecs) {
+  const int v = blockIdx.x * blockDim.x + threadIdx.x;
+  if (v >= vecs) return;
+  float x[8];
+  for (int j = 0; j < 8; ++j) x[j] = in[8 * v + j];
+  const detail::Bytes16 b = detail::packVec<In>(x);
+  for (int i = 0; i < 4; ++i) packed[4 * v + i] = b.w[i];
+  detail::roundVec<In>(x);
+  for (int j = 0; j < 8; ++j) rounded[8 * v + j] = x[j];
+}
+
+// fp32 inputs that exercise both 16-bit roundings: every 16-bit pattern as
+// the top half with low halves below, at and above the bf16 tie (this covers
+// zeros, subnormals, overflow to inf, inf and NaNs with sign and payload);
+// every fp16 value with the fp32 values half an fp16 step on either side
+// (ties) and one fp32 ulp past them. Shuffled with a fixed seed so that
+// NaNs share vectors with ordinary values (the fallback path) while most
+// vectors hold none (the instruction path).
+std::vector<float> roundingInputs() {
+  std::vector<std::uint32_t> bits;
+  for (std::uint32_t hi = 0; hi < 0x10000u; ++hi)
+    for (std::uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) bits.push_back(hi << 16 | lo);
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) {
+    const float a = toFloat(Float16{static_cast<std::uint16_t>(h)});
+    if (std::isnan(a) || std::isinf(a)) continue;
+    const float b = toFloat(Float16{static_cast<std::uint16_t>(h + 1)});  // next fp16 away from zero
+    if (std::isnan(b) || (h & 0x7FFFu) == 0x7FFFu) continue;
+    const float mid = (a + b) / 2.0f;  // exact: fp16 steps are far coarser than fp32's
+    for (float f : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 2.0f * mid)})
+      bits.push_back(bitCast<std::uint32_t>(f));
+  }
+  std::mt19937 rng(2026);
+  std::shuffle(bits.begin(), bits.end(), rng);
+  while (bits.size() % 8 != 0) bits.push_back(0u);
+  std::vector<float> out(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bitCast<float>(bits[i]);
+  return out;
+}
+
+template <class In>
+void checkDeviceRounding() {
+  const std::vector<float> in = roundingInputs();
+  const int vecs = static_cast<int>(in.size() / 8);
+  DeviceBuffer<float> dIn(in.size()), dRounded(in.size());
+  DeviceBuffer<std::uint32_t> dPacked(in.size() / 2);
+  dIn.upload(in);
+  dPacked.poison(0x5A);
+  dRounded.poison(0x5A);
+  packWithLibrary<In><<<(vecs + 255) / 256, 256>>>(dIn.get(), dPacked.get(), dRounded.get(), vecs);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto packed = dPacked.download();
+  const auto rounded = dRounded.download();
+  std::size_t badPacked = 0, badRounded = 0, nans = 0, nanVectors = 0;
+  for (int v = 0; v < vecs; ++v) {
+    bool vectorHasNaN = false;
+    for (int j = 0; j < 8; ++j) {
+      const std::size_t i = 8 * static_cast<std::size_t>(v) + j;
+      const std::uint16_t host = fromFloat<In>(in[i]).bits;
+      const std::uint16_t dev = static_cast<std::uint16_t>(packed[i / 2] >> (16 * (i % 2)));
+      vectorHasNaN |= std::isnan(in[i]);
+      nans += std::isnan(in[i]);
+      if (dev != host && badPacked++ < 8)
+        ADD_FAILURE() << std::hex << "packVec of 0x" << bitCast<std::uint32_t>(in[i]) << ": device 0x" << dev
+                      << " host 0x" << host;
+      const std::uint32_t hostRounded = bitCast<std::uint32_t>(toFloat(In{host}));
+      if (bitCast<std::uint32_t>(rounded[i]) != hostRounded && badRounded++ < 8)
+        ADD_FAILURE() << std::hex << "roundVec of 0x" << bitCast<std::uint32_t>(in[i]) << ": device 0x"
+                      << bitCast<std::uint32_t>(rounded[i]) << " host 0x" << hostRounded;
+    }
+    nanVectors += vectorHasNaN;
+  }
+  EXPECT_EQ(badPacked, 0u);
+  EXPECT_EQ(badRounded, 0u);
+  // Both paths ran: most vectors hold no NaN, and some do.
+  EXPECT_GT(nanVectors, 1000u);
+  EXPECT_LT(nanVectors, static_cast<std::size_t>(vecs) / 2);
+  std::printf("[ %-7s ] %zu values (%zu NaN, in %zu of %d vectors): packVec and roundVec == host fromFloat\n",
+              In::kName, in.size(), nans, nanVectors, vecs);
+}
+
+TEST_F(Fp8Device, Bf16RoundingEqualsHostRule) { checkDeviceRounding<BFloat16>(); }
+TEST_F(Fp8Device, Fp16RoundingEqualsHostRule) { checkDeviceRounding<Float16>(); }
 
 }  // namespace
 }  // namespace fp8scale::test

@@ -119,8 +119,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void sumRanks(const AllreduceSources<In>& s
       for (int j = 0; j < kVE; ++j) out[j] += t[j];
     }
   }
-#pragma unroll
-  for (int j = 0; j < kVE; ++j) out[j] = toFloat(fromFloat<In>(out[j]));
+  roundVec<In>(out);
 }
 
 /// Rank `owner`'s scratch buffer (a load from the rank table).
