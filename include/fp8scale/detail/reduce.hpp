@@ -67,15 +67,22 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float groupAllMax(float v) {
 /// consecutive vectors, each run w summed by the vendor's warp reduction. The
 /// same row thus gives the same bits whatever the block shape (1024 x 1 or
 /// 256 x 4), so a row quantizes alike at any M and in the fused allreduce.
-/// Returned to every thread. Contains block barriers: every thread of the
-/// block must call it. kThreads is a multiple of the warp size.
+/// Returned to every thread: each adds the runs itself (the same sequence in
+/// every thread), so one block barrier suffices. The run sums alternate
+/// between two buffers by `parity` (flipped here; start it at 0 and pass the
+/// same variable for every row the block sums): a warp that runs ahead into
+/// the next row writes the other buffer, and reaches this row's buffer again
+/// only after the next row's barrier, which every thread passes after its
+/// reads here. Every thread of the block must call it. kThreads is a
+/// multiple of the warp size.
 template <int kThreads, int kVecs>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs]) {
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs], int& parity) {
   static_assert(kThreads % kWarpSize == 0, "whole warps");
   constexpr int kWarps = kThreads / kWarpSize;
   constexpr int kRuns = kWarps * kVecs;  // runs of kWarpSize vectors in the row
-  __shared__ float runSums[kRuns];
-  __shared__ float total;
+  __shared__ float runSums[2][kRuns];
+  float* runs = runSums[parity];
+  parity ^= 1;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
 #if defined(FP8SCALE_PLATFORM_CUDA)
@@ -84,7 +91,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs])
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     const float run = WarpReduce(storage[warp]).Sum(partial[i]);  // valid in lane 0
-    if (lane == 0) runSums[i * kWarps + warp] = run;                // run of vectors (i * kThreads + warp * 32, ...)
+    if (lane == 0) runs[i * kWarps + warp] = run;                   // run of vectors (i * kThreads + warp * 32, ...)
   }
 #else
   using WarpReduce = rocprim::warp_reduce<float, kWarpSize>;
@@ -93,19 +100,14 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs])
   for (int i = 0; i < kVecs; ++i) {
     float run;
     WarpReduce().reduce(partial[i], run, storage[warp]);  // valid in lane 0
-    if (lane == 0) runSums[i * kWarps + warp] = run;
+    if (lane == 0) runs[i * kWarps + warp] = run;
   }
 #endif
   __syncthreads();
-  if (threadIdx.x == 0) {
-    float sum = runSums[0];
-    for (int r = 1; r < kRuns; ++r) sum += runSums[r];
-    total = sum;
-  }
-  __syncthreads();
-  const float result = total;
-  __syncthreads();  // `total` and `runSums` may be reused by the next row
-  return result;
+  float sum = runs[0];
+#pragma unroll 8
+  for (int r = 1; r < kRuns; ++r) sum += runs[r];
+  return sum;
 }
 
 }  // namespace detail

@@ -198,13 +198,16 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
   if (!allreducePrologue<In, kThreads, kAlgo>(src, bar, in.rows, in.cols, &failed, epoch)) return;
 
   // Epilogue: RMSNorm quant of each of the block's rows on the reduced x.
+  int parity = 0;  // rowSum's buffer, alternating over the block's rows
   for (index_t m = blockIdx.x; m < in.rows; m += src.blocks) {
     if constexpr (kAlgo == AllreduceKernelAlgo::kTwoStage) {
       const auto loadX = [&](int v, float* out) { loadReduced(src, bar.world, in.cols, m, v, out); };
-      rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, 1>(in, m, loadX, q, scale, fmax, eps);
+      rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, 1>(in, m, loadX, q, scale, fmax, eps,
+                                                                             parity);
     } else {
       const auto loadX = [&](int v, float* out) { sumRanks<kAlgo>(src, bar.world, m, v, out); };
-      rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, 1>(in, m, loadX, q, scale, fmax, eps);
+      rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, 1>(in, m, loadX, q, scale, fmax, eps,
+                                                                             parity);
     }
   }
 

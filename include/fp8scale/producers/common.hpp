@@ -63,11 +63,13 @@ inline Status dispatchRuleAndGroup(ScaleRule rule, int groupSize, F&& f) {
 #if defined(FP8SCALE_HAS_DEVICE)
 
 /// One group's slice in this thread: reduces amax over the kLanes lanes that
-/// hold the group, scales, converts and stores the kN values at `dst` (kN
-/// bytes, aligned). Returns the group's scale (every lane gets it).
+/// hold the group, scales, converts and (when `store`) stores the kN values at
+/// `dst` (kN bytes, aligned). Returns the group's scale (every lane gets it).
+/// `store` false lets a lane past the row's end take part in the reduction
+/// with zeros, so that callers keep the shuffles out of divergent branches.
 template <class Format, class Rule, int kLanes, int kN>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float quantizeGroupSlice(float (&v)[kN], std::uint8_t* dst, float fmax,
-                                                               float eps) {
+                                                               float eps, bool store = true) {
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < kN; ++i) amax = amaxStep(amax, v[i]);
@@ -76,7 +78,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float quantizeGroupSlice(float (&v)[kN], st
   const float inv = inverseScale(s);
 #pragma unroll
   for (int i = 0; i < kN; ++i) v[i] = v[i] * inv;
-  storeFp8<Format, kN>(dst, v);
+  if (store) storeFp8<Format, kN>(dst, v);
   return s;
 }
 

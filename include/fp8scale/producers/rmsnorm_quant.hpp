@@ -70,10 +70,11 @@ namespace detail {
 #if defined(FP8SCALE_HAS_DEVICE)
 
 /// First half of the row body: h = x (+ residual, written back rounded) as
-/// fp32, and for each of this thread's vectors the sum of its h^2 (partial,
-/// 0 for vectors past the row). h[i] holds vector v = i * kThreads + t of the
-/// row; `xAt(i, out)` supplies x of that vector as fp32 (rounded to In) and
-/// `residualAt(i, out)` the residual's (called only with a residual).
+/// fp32, and for each of this thread's vectors the sum of its h^2 (partial;
+/// h and partial 0 for vectors past the row). h[i] holds vector
+/// v = i * kThreads + t of the row; `xAt(i, out)` supplies x of that vector as
+/// fp32 (rounded to In) and `residualAt(i, out)` the residual's (called only
+/// with a residual).
 template <class In, int kThreads, int kMaxVecs, class XAt, class ResidualAt>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormGather(const RmsNormQuantInput<In>& in, index_t m, const XAt& xAt,
                                                         const ResidualAt& residualAt,
@@ -97,21 +98,28 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormGather(const RmsNormQuantInput<
       }
 #pragma unroll
       for (int j = 0; j < kVE; ++j) partial[i] += h[i][j] * h[i][j];
+    } else {
+#pragma unroll
+      for (int j = 0; j < kVE; ++j) h[i][j] = 0.0f;
     }
   }
 }
 
 /// Second half: the row's sum of squares (rowSum: the same bits for every
-/// block shape), y = h * rsqrt(mean + normEps) * w
-/// (`weightAt(i, w)` supplies the weight of this thread's vector i as fp32),
-/// normOut, fp8 and scales of row m. Every thread of the block must call it
-/// (it contains block barriers).
+/// block shape; `parity` as rowSum takes it), y = h * rsqrt(mean + normEps) *
+/// w (`weightAt(i, w)` supplies the weight of this thread's vector i as
+/// fp32), normOut, fp8 and scales of row m. Lanes past the row's end (h = 0) run
+/// the arithmetic and the group reduction too, storing nothing: the shuffles
+/// then sit in no divergent branch (which costs warp-collective
+/// bookkeeping); validity is uniform over a group's kLanes lanes, since vecs
+/// is a multiple of kLanes. Every thread of the block must call it (it
+/// contains a block barrier).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
           class WeightAt>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<In>& in, index_t m,
                                                         float (&h)[kMaxVecs][kVecElems<In>],
-                                                        const float (&partial)[kMaxVecs], const WeightAt& weightAt,
-                                                        Fp8Matrix<Format> q,
+                                                        const float (&partial)[kMaxVecs], int& parity,
+                                                        const WeightAt& weightAt, Fp8Matrix<Format> q,
                                                         ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
                                                         float fmax, float eps) {
   constexpr int kVE = kVecElems<In>;
@@ -120,21 +128,27 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<
   const int t = static_cast<int>(threadIdx.x);
 
   // Reduce
-  const float total = rowSum<kThreads, kMaxVecs>(partial);
+  const float total = rowSum<kThreads, kMaxVecs>(partial, parity);
   const float inv = rsqrtf(total / static_cast<float>(in.cols) + in.normEps);
 
   // Normalize, quantize, store
 #pragma unroll
   for (int i = 0; i < kMaxVecs; ++i) {
     const int v = i * kThreads + t;
-    if (v < vecs) {  // uniform over a group's kLanes lanes: vecs is a multiple of kLanes
-      float w[kVE];
+    const bool valid = v < vecs;
+    float w[kVE];
+    if (valid) {
       weightAt(i, w);
+    } else {
 #pragma unroll
-      for (int j = 0; j < kVE; ++j) h[i][j] = h[i][j] * inv * w[j];
-      if (in.normOut != nullptr) storeVec(in.normOut + m * in.ldNormOut + v * kVE, h[i]);
-      const float s = quantizeGroupSlice<Format, Rule, kLanes, kVE>(h[i], &q(m, static_cast<index_t>(v) * kVE), fmax,
-                                                                    eps);
+      for (int j = 0; j < kVE; ++j) w[j] = 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kVE; ++j) h[i][j] = h[i][j] * inv * w[j];
+    if (valid && in.normOut != nullptr) storeVec(in.normOut + m * in.ldNormOut + v * kVE, h[i]);
+    const float s = quantizeGroupSlice<Format, Rule, kLanes, kVE>(h[i], &q(m, static_cast<index_t>(v) * kVE), fmax,
+                                                                  eps, valid);
+    if (valid) {
       const index_t g = static_cast<index_t>(v) * kVE / kGroup;
       if (t % kLanes == 0) storeScale(scale, m, g, s);  // (M, G)
       zeroScalePadding<kLanes>(scale, m, g, t % kLanes);
@@ -157,14 +171,15 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadWeightRaw(const RmsNormQuantInput<
 /// supplied by `loadX(v, out)`: out[0, kVecElems) = x(m, v * kVecElems + j) as
 /// fp32 (already rounded to In). The fused allreduce passes its rank-ordered
 /// sum; in.x itself is not read here. The weight is fetched first, as raw
-/// bytes, so that its latency hides behind the reduction. Every thread of the
-/// block must call it (it contains block barriers).
+/// bytes, so that its latency hides behind the reduction. `parity` as rowSum
+/// takes it (one variable per block, kept across the block's rows). Every
+/// thread of the block must call it (it contains a block barrier).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
           class LoadX>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuantInput<In>& in, index_t m,
                                                               const LoadX& loadX, Fp8Matrix<Format> q,
                                                               ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                              float fmax, float eps) {
+                                                              float fmax, float eps, int& parity) {
   constexpr int kVE = kVecElems<In>;
   const int t = static_cast<int>(threadIdx.x);
   Bytes16 wRaw[kMaxVecs];
@@ -175,7 +190,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
       [&](int i, float* out) { loadVec(in.residual + m * in.ldResidual + (i * kThreads + t) * kVE, out); }, h,
       partial);
   rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(
-      in, m, h, partial, [&](int i, float* w) { unpackVec<In>(wRaw[i], w); }, q, scale, fmax, eps);
+      in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(wRaw[i], w); }, q, scale, fmax, eps);
 }
 
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
@@ -186,8 +201,9 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
   const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
+  int parity = 0;
   rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax,
-                                                                                     eps);
+                                                                                     eps, parity);
 }
 
 /// One launch of kThreads-thread blocks, kMaxVecs vectors a thread (the row
@@ -211,15 +227,19 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
 /// RMSNorm quant for many rows: block b quantizes rows b, b + gridDim.x, ...,
 /// each row's x and residual fetched as raw bytes before the previous row's
 /// reduction, normalization and stores, so that they are in flight through
-/// them. The weight is read where it is applied (an L1 / L2 hit after the
-/// first row): holding it across rows would spill. Its row loop keeps more registers live
-/// than rmsNormQuantKernel (RmsNormPolicy picks the shape).
+/// them. The weight is copied once into shared memory, each thread's own
+/// vectors to its own slots (so no barrier), and read from there where it is
+/// applied: holding it in registers across rows would spill, and reading it
+/// from global memory puts an L2 round trip (the streamed rows evict it from
+/// L1) on every row's path after the reduction. Its row loop keeps more
+/// registers live than rmsNormQuantKernel (RmsNormPolicy picks the shape).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
           int kMinBlocks>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     rmsNormQuantRowsKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
                            ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps) {
   constexpr int kVE = kVecElems<In>;
+  __shared__ Bytes16 weight[kMaxVecs][kThreads];  // [i][t]: weight of vector i * kThreads + t
   const int vecs = static_cast<int>(in.cols / kVE);
   const int t = static_cast<int>(threadIdx.x);
   index_t m = blockIdx.x;
@@ -237,6 +257,14 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     }
   };
   fetch(m);
+  {
+    Bytes16 wRaw[kMaxVecs];
+    loadWeightRaw<In, kThreads, kMaxVecs>(in, wRaw);
+#pragma unroll
+    for (int i = 0; i < kMaxVecs; ++i)
+      if (i * kThreads + t < vecs) weight[i][t] = wRaw[i];
+  }
+  int parity = 0;
   for (;;) {
     float h[kMaxVecs][kVE], partial[kMaxVecs];
     rmsNormGather<In, kThreads, kMaxVecs>(
@@ -245,8 +273,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     const index_t next = m + gridDim.x;  // block-uniform
     if (next < in.rows) fetch(next);
     rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(
-        in, m, h, partial, [&](int i, float* w) { loadVec(in.weight + (i * kThreads + t) * kVE, w); }, q, scale, fmax,
-        eps);
+        in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(weight[i][t], w); }, q, scale, fmax, eps);
     if (next >= in.rows) break;
     m = next;
   }
