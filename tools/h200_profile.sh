@@ -2,6 +2,10 @@
 # Nsight Compute on the producers (prebuilt bench_producers in .devbin/, as in
 # tools/h200_prebuilt.sh): one kernel of each named benchmark, clocks left alone.
 #   PROFILE="rmsnorm_quant/row_major/1/ group_quant/row_major/1/" bash tools/h200_profile.sh
+#   KERNEL (ncu -k, default 'regex:Quant|moveBytes'), SECTIONS (extra ncu
+#   sections, e.g. "SchedulerStats InstructionStats"), SOURCE=1: also the
+#   per-instruction table (SASS, executions, warp stall samples) of each
+#   profiled kernel as CSV, $OUT/ncu_<bench>_source.csv (ncu --page source).
 # (Google Benchmark appends "/iterations:3/manual_time" to every name, so end
 # a pattern with "/", not "$".)
 set -uo pipefail
@@ -10,10 +14,19 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.devbin:${LD_LIBRARY_PATH:-}
 for bench in ${PROFILE:-rmsnorm_quant/row_major/1/ group_quant/row_major/1/ group_quant/row_major/8192/}; do
   name=$(echo "$bench" | tr -c 'A-Za-z0-9_\n' '_')
-  timeout 120 ncu --clock-control none --graph-profiling node -k 'regex:Quant' -c 1 \
+  extra=()
+  for s in ${SECTIONS:-}; do extra+=(--section "$s"); done
+  [ "${SOURCE:-0}" = 1 ] && extra+=(--section SourceCounters -f -o "$OUT/ncu_$name")
+  timeout 120 ncu --clock-control none --cache-control none --graph-profiling node -k "${KERNEL:-regex:Quant|moveBytes}" -c 1 \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
-    --section MemoryWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis "${extra[@]}" \
     .devbin/bench_producers --benchmark_filter="$bench" > "$OUT/ncu_$name.txt" 2>&1
   echo "== $bench (exit $?)"
-  grep -E "Duration|Elapsed Cycles|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|Stall|L2 Hit|Waves Per SM" "$OUT/ncu_$name.txt" | head -24
+  if [ "${SOURCE:-0}" = 1 ]; then
+    # With -o the metrics go to the report, not to stdout: print them from it.
+    ncu -i "$OUT/ncu_$name.ncu-rep" > "$OUT/ncu_$name.txt" 2>&1
+    ncu -i "$OUT/ncu_$name.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_${name}_source.csv" 2>&1
+    rm -f "$OUT/ncu_$name.ncu-rep"
+  fi
+  grep -E "Duration|Elapsed Cycles|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|Stall|L2 Hit|Waves Per SM|Issue Slots|Issued Ipc|No Eligible|Executed Instructions " "$OUT/ncu_$name.txt" | head -30
 done

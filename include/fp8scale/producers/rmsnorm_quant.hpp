@@ -41,11 +41,12 @@ struct RmsNormQuantInput {
 /// bf16 columns):
 ///   - M < kRowsMinRows: one block per row, 1024 threads of one vector (30
 ///     registers, two blocks per SM): the shortest chain of loads, reduction
-///     and stores (M <= 64: 3.0-3.2 us; 256 x 4: 3.9-4.2 us).
+///     and stores (M <= 64: 2.8-3.1 us; 256 x 4: 3.9-4.2 us; a row per
+///     cluster of 4 or 7 blocks: 3.0-3.7 us).
 ///   - M >= kRowsMinRows: rmsNormQuantRowsKernel, 256 threads of 4 vectors
 ///     (on CUDA at most 128 registers: two blocks per SM), one wave of
 ///     blocks looping over the rows with the next row's loads in flight:
-///     0.88 / 0.90x the copy bandwidth at M = 8192 / 65536, against 0.78 /
+///     0.88 / 0.91x the copy bandwidth at M = 8192 / 65536, against 0.78 /
 ///     0.81x for a block per row (512 x 2 looping: 0.81 / 0.84x; 1024 x 1
 ///     looping: 0.82x; 128 x 8: 0.65 / 0.69x); M = 512: 8.0 vs 9.4 us.
 /// Longer rows, up to kMaxCols, run one block per row of 512 threads of 8
