@@ -376,40 +376,53 @@ void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix
   BENCH_CHECK(cudaGetLastError());
 }
 
-template <class Load, int kElems, int kDepth, int kWaves, class Layout, int kThreads = 256>
-void BM_TuneGroupQuant(benchmark::State& state) {
-  const index_t M = state.range(0), K = kHidden, G = K / 128;
-  Load load;
-  load.in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
-  const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
-  const auto sv = scaleView<Layout>(M, G);
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves, Layout, kThreads>(load, M, G, q, sv); });
-    state.SetIterationTime(t);
+/// What a group-tile tuning entry quantizes: its load, its output columns
+/// (K = kHidden for group quant; I, the entry's second argument, for
+/// SiLU-clamp), and the bytes per output value read + written and read from
+/// the input (for the bandwidth and input-copy ratios).
+template <class Load>
+struct TuneCase;
+template <>
+struct TuneCase<detail::PlainLoad<BFloat16>> {
+  static constexpr int kBytesPerValue = 3, kInputBytesPerValue = 2;  // bf16 in, fp8 out
+  static index_t cols(const benchmark::State&) { return kHidden; }
+  static detail::PlainLoad<BFloat16> load(index_t M, index_t K) {
+    detail::PlainLoad<BFloat16> l;
+    l.in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
+    return l;
   }
-  report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
-}
+};
+template <>
+struct TuneCase<detail::SiluClampLoad<BFloat16>> {
+  static constexpr int kBytesPerValue = 5, kInputBytesPerValue = 4;  // gate and up in, fp8 out
+  static index_t cols(const benchmark::State& state) { return state.range(1); }
+  static detail::SiluClampLoad<BFloat16> load(index_t M, index_t I) {
+    detail::SiluClampLoad<BFloat16> l;
+    l.in = SiluClampInput<BFloat16>{gBuf.x, M, I, 2 * I, 7.0f};
+    return l;
+  }
+};
 
-/// SiLU-clamp tuning, args (M, I).
+/// Group-tile tuning entry (args M, and I for SiLU-clamp).
 template <class Load, int kElems, int kDepth, int kWaves, class Layout, int kThreads = 256>
-void BM_TuneSilu(benchmark::State& state) {
-  const index_t M = state.range(0), I = state.range(1), G = I / 128;
-  Load load;
-  load.in = SiluClampInput<BFloat16>{gBuf.x, M, I, 2 * I, 7.0f};
-  const Fp8Matrix<E4M3FN> q{gBuf.q, M, I, I};
+void BM_TuneGroupTile(benchmark::State& state) {
+  using Case = TuneCase<Load>;
+  const index_t M = state.range(0), N = Case::cols(state), G = N / 128;
+  const Load load = Case::load(M, N);
+  const Fp8Matrix<E4M3FN> q{gBuf.q, M, N, N};
   const auto sv = scaleView<Layout>(M, G);
   double t = 0.0;
   for (auto _ : state) {
     t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves, Layout, kThreads>(load, M, G, q, sv); });
     state.SetIterationTime(t);
   }
-  report(state, t, static_cast<double>(M) * I * 5 + M * G * 4.0, static_cast<std::size_t>(M * I * 4));
+  report(state, t, static_cast<double>(M) * N * Case::kBytesPerValue + M * G * 4.0,
+         static_cast<std::size_t>(M * N * Case::kInputBytesPerValue));
 }
 
 void registerTuning() {
   auto reg = [&](const char* name, auto fn) {
-    for (index_t M : {1, 8, 64, 512, 2048, 8192, 65536})
+    for (index_t M : {1, 8, 64, 512, 1024, 2048, 8192, 65536})
       benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
   };
   // RMSNorm: threads x vectors, then block_per_row or rows/(min blocks per SM)/(waves)
@@ -421,15 +434,15 @@ void registerTuning() {
   // Group quant: values a thread / row tiles in flight (d) / waves (w; 0: a
   // block per tile)
   using Plain = detail::PlainLoad<BFloat16>;
-  reg("tune/group_quant/row_major/e16/d0", BM_TuneGroupQuant<Plain, 16, 0, 0, RowMajor>);
-  reg("tune/group_quant/row_major/e16/d1/w1", BM_TuneGroupQuant<Plain, 16, 1, 1, RowMajor>);
-  reg("tune/group_quant/row_major/e16/d1/w2", BM_TuneGroupQuant<Plain, 16, 1, 2, RowMajor>);
-  reg("tune/group_quant/col_major/e16/d0", BM_TuneGroupQuant<Plain, 16, 0, 0, ColMajor>);
-  reg("tune/group_quant/col_major/e16/d1/w1", BM_TuneGroupQuant<Plain, 16, 1, 1, ColMajor>);
+  reg("tune/group_quant/row_major/e16/d0", BM_TuneGroupTile<Plain, 16, 0, 0, RowMajor>);
+  reg("tune/group_quant/row_major/e16/d1/w1", BM_TuneGroupTile<Plain, 16, 1, 1, RowMajor>);
+  reg("tune/group_quant/row_major/e16/d1/w2", BM_TuneGroupTile<Plain, 16, 1, 2, RowMajor>);
+  reg("tune/group_quant/col_major/e16/d0", BM_TuneGroupTile<Plain, 16, 0, 0, ColMajor>);
+  reg("tune/group_quant/col_major/e16/d1/w1", BM_TuneGroupTile<Plain, 16, 1, 1, ColMajor>);
   // ... a block per tile of fewer threads (t64: 8 groups a block): more SMs at small M
-  reg("tune/group_quant/row_major/e16/d0/t128", BM_TuneGroupQuant<Plain, 16, 0, 0, RowMajor, 128>);
-  reg("tune/group_quant/row_major/e16/d0/t64", BM_TuneGroupQuant<Plain, 16, 0, 0, RowMajor, 64>);
-  reg("tune/group_quant/col_major/e16/d0/t64", BM_TuneGroupQuant<Plain, 16, 0, 0, ColMajor, 64>);
+  reg("tune/group_quant/row_major/e16/d0/t128", BM_TuneGroupTile<Plain, 16, 0, 0, RowMajor, 128>);
+  reg("tune/group_quant/row_major/e16/d0/t64", BM_TuneGroupTile<Plain, 16, 0, 0, RowMajor, 64>);
+  reg("tune/group_quant/col_major/e16/d0/t64", BM_TuneGroupTile<Plain, 16, 0, 0, ColMajor, 64>);
   // SiLU-clamp, I = 2048 and 3072
   using Silu = detail::SiluClampLoad<BFloat16>;
   auto regSilu = [&](const char* name, auto fn) {
@@ -437,14 +450,14 @@ void registerTuning() {
       for (index_t M : {1, 8, 64, 512, 2048, 8192, 65536})
         benchmark::RegisterBenchmark(name, fn)->Args({M, I})->UseManualTime()->Iterations(3);
   };
-  regSilu("tune/silu_clamp_quant/row_major/e16/d0", BM_TuneSilu<Silu, 16, 0, 0, RowMajor>);
-  regSilu("tune/silu_clamp_quant/row_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, RowMajor>);
-  regSilu("tune/silu_clamp_quant/col_major/e16/d0", BM_TuneSilu<Silu, 16, 0, 0, ColMajor>);
-  regSilu("tune/silu_clamp_quant/col_major/e16/d1/w1", BM_TuneSilu<Silu, 16, 1, 1, ColMajor>);
-  regSilu("tune/silu_clamp_quant/row_major/e16/d0/t128", BM_TuneSilu<Silu, 16, 0, 0, RowMajor, 128>);
-  regSilu("tune/silu_clamp_quant/row_major/e16/d0/t64", BM_TuneSilu<Silu, 16, 0, 0, RowMajor, 64>);
-  regSilu("tune/silu_clamp_quant/row_major/e16/d0/t32", BM_TuneSilu<Silu, 16, 0, 0, RowMajor, 32>);
-  regSilu("tune/silu_clamp_quant/col_major/e16/d0/t64", BM_TuneSilu<Silu, 16, 0, 0, ColMajor, 64>);
+  regSilu("tune/silu_clamp_quant/row_major/e16/d0", BM_TuneGroupTile<Silu, 16, 0, 0, RowMajor>);
+  regSilu("tune/silu_clamp_quant/row_major/e16/d1/w1", BM_TuneGroupTile<Silu, 16, 1, 1, RowMajor>);
+  regSilu("tune/silu_clamp_quant/col_major/e16/d0", BM_TuneGroupTile<Silu, 16, 0, 0, ColMajor>);
+  regSilu("tune/silu_clamp_quant/col_major/e16/d1/w1", BM_TuneGroupTile<Silu, 16, 1, 1, ColMajor>);
+  regSilu("tune/silu_clamp_quant/row_major/e16/d0/t128", BM_TuneGroupTile<Silu, 16, 0, 0, RowMajor, 128>);
+  regSilu("tune/silu_clamp_quant/row_major/e16/d0/t64", BM_TuneGroupTile<Silu, 16, 0, 0, RowMajor, 64>);
+  regSilu("tune/silu_clamp_quant/row_major/e16/d0/t32", BM_TuneGroupTile<Silu, 16, 0, 0, RowMajor, 32>);
+  regSilu("tune/silu_clamp_quant/col_major/e16/d0/t64", BM_TuneGroupTile<Silu, 16, 0, 0, ColMajor, 64>);
 }
 
 void registerAll(bool quick) {

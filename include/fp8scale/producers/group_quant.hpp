@@ -95,10 +95,7 @@ struct GroupTilePolicy {
   static constexpr int kSmallGridThreads = 64;
   static constexpr int kGroupQuantWaves = 1;
   static constexpr int kGroupQuantDepth = 1;
-  static constexpr int kSiluClampWaves = 0;
-  static constexpr int kSiluClampDepth = 0;
   static_assert(kGroupQuantDepth > 0, "the capped-grid kernel loops");
-  static_assert(kSiluClampDepth == 0 && kSiluClampWaves == 0, "SiLU-clamp runs a block per row tile");
 };
 
 namespace detail {

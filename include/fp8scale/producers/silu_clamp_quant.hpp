@@ -100,12 +100,13 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
                          int tileRows, int tileGroups) {
-  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, GroupTilePolicy<In>::kSiluClampDepth>(
+  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, /*kDepth: a block per tile*/ 0>(
       SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q, scale, fmax, eps, tileRows, tileGroups);
 }
 
 /// siluClampQuantKernel for a rule and group size, in the form launchGroupTile
-/// takes (one kernel, a block per row tile: both forms are it).
+/// takes. SiLU-clamp always runs a block per row tile (its launch passes no
+/// wave cap, so looping() is never chosen; it names the same kernel).
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct SiluClampQuantKernelFor {
   template <class Rule, int kGroup>
@@ -157,7 +158,7 @@ Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>&
   if (Status s = detail::checkSiluClampQuant("siluClampQuant", in, q, scale, opt, fmax); !s) return s;
   return detail::runGroupTileProducer<In, detail::SiluClampQuantKernelFor<In, Format, TRANSPOSE_SCALE>::template Of>(
       "siluClampQuant", in, in.rows, in.intermediate / opt.groupSize, q, scale, opt, fmax,
-      GroupTilePolicy<In>::kSiluClampWaves, stream);
+      /*residentWaves: no cap, a block per row tile*/ 0, stream);
 }
 
 #endif  // FP8SCALE_HAS_DEVICE
