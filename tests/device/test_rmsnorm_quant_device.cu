@@ -20,7 +20,11 @@ TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWith
   using Format = typename C::Format;
   FusedTally tally;
   std::size_t normOutDiffs = 0, normOutTotal = 0, normOutFailures = 0;
-  for (index_t M : kContractRows)
+  // The contract's rows, and one M past RmsNormPolicy::kRowsMinRows so that
+  // the row-looping kernel is held to the same contract.
+  std::vector<index_t> rows = kContractRows;
+  rows.push_back(RmsNormPolicy<In>::kRowsMinRows + 3);
+  for (index_t M : rows)
     for (index_t K : {128, 512, 2304, 7168}) {
       const bool withResidual = (M + K / 128) % 2 == 0;
       SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " residual=" << withResidual);

@@ -5,8 +5,9 @@
 //   groupAllMax<kLanes>(v)  max over a logical warp of kLanes consecutive lanes
 //                           (one quantization group), NaN ignored (fmaxf),
 //                           result in every lane of that logical warp.
-//   rowSum<kThreads, kVecs>(partials)  a row's sum of per-vector partials in
-//                           an order independent of the block shape.
+//   rowSum<kThreads, kVecs>(partials, parity)  a row's sum of per-vector
+//                           partials in an order independent of the block
+//                           shape.
 #pragma once
 
 #include "../platform.hpp"
@@ -62,19 +63,22 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float groupAllMax(float v) {
 }
 
 /// The sum of a row's per-vector partials, in an order fixed by the row
-/// alone: partial[i] of thread t belongs to vector v = i * kThreads + t, and
-/// the result is (w0 + w1) + w2 + ... over the row's runs of kWarpSize
-/// consecutive vectors, each run w summed by the vendor's warp reduction. The
-/// same row thus gives the same bits whatever the block shape (1024 x 1 or
-/// 256 x 4), so a row quantizes alike at any M and in the fused allreduce.
-/// Returned to every thread: each adds the runs itself (the same sequence in
-/// every thread), so one block barrier suffices. The run sums alternate
-/// between two buffers by `parity` (flipped here; start it at 0 and pass the
-/// same variable for every row the block sums): a warp that runs ahead into
-/// the next row writes the other buffer, and reaches this row's buffer again
-/// only after the next row's barrier, which every thread passes after its
-/// reads here. Every thread of the block must call it. kThreads is a
-/// multiple of the warp size.
+/// alone: partial[i] of thread t belongs to vector v = i * kThreads + t; each
+/// run of kWarpSize consecutive vectors is summed by the vendor's warp
+/// reduction, and the run sums (zero past the row's end) by the vendor's
+/// warp reduction again, lane r holding run r (and, for rows of more than
+/// kWarpSize runs, runs r + kWarpSize, r + 2 kWarpSize, ... added to it in
+/// that order). The same row thus gives the same bits whatever the block
+/// shape (1024 x 1 or 256 x 4: 32 run slots each), so a row quantizes alike
+/// at any M and in the fused allreduce. Returned to every thread: every warp
+/// reduces the run sums itself after one block barrier (a handful of
+/// instructions a warp), so no second barrier hands a total around. The run
+/// sums alternate between two buffers by `parity` (flipped here; start it at
+/// 0 and pass the same variable for every row the block sums): a warp that
+/// runs ahead into the next row writes the other buffer, and reaches this
+/// row's buffer again only after the next row's barrier, which every thread
+/// passes after its reads here. Every thread of the block must call it.
+/// kThreads is a multiple of the warp size.
 template <int kThreads, int kVecs>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs], int& parity) {
   static_assert(kThreads % kWarpSize == 0, "whole warps");
@@ -93,6 +97,12 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs],
     const float run = WarpReduce(storage[warp]).Sum(partial[i]);  // valid in lane 0
     if (lane == 0) runs[i * kWarps + warp] = run;                   // run of vectors (i * kThreads + warp * 32, ...)
   }
+  __syncthreads();
+  float mine = lane < kRuns ? runs[lane] : 0.0f;
+#pragma unroll
+  for (int r = lane + kWarpSize; r < kRuns; r += kWarpSize) mine += runs[r];
+  const float laneZero = WarpReduce(storage[warp]).Sum(mine);  // valid in lane 0
+  return cub::ShuffleIndex<kWarpSize>(laneZero, 0, 0xFFFFFFFFu);
 #else
   using WarpReduce = rocprim::warp_reduce<float, kWarpSize>;
   __shared__ typename WarpReduce::storage_type storage[kWarps];
@@ -102,12 +112,16 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs],
     WarpReduce().reduce(partial[i], run, storage[warp]);  // valid in lane 0
     if (lane == 0) runs[i * kWarps + warp] = run;
   }
-#endif
   __syncthreads();
-  float sum = runs[0];
-#pragma unroll 8
-  for (int r = 1; r < kRuns; ++r) sum += runs[r];
-  return sum;
+  float mine = lane < kRuns ? runs[lane] : 0.0f;
+#pragma unroll
+  for (int r = lane + kWarpSize; r < kRuns; r += kWarpSize) mine += runs[r];
+  using AllReduce = rocprim::warp_reduce<float, kWarpSize, /*UseAllReduce=*/true>;
+  __shared__ typename AllReduce::storage_type allStorage[kWarps];
+  float total;
+  AllReduce().reduce(mine, total, allStorage[warp]);
+  return total;
+#endif
 }
 
 }  // namespace detail

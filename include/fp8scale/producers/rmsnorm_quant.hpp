@@ -36,19 +36,20 @@ struct RmsNormQuantInput {
   index_t ldNormOut = 0;
 };
 
-/// Tuning (H200, K = 7168, tune/ entries of benchmarks/results/
-/// h200_bench_producers.json). Rows of up to 1024 vectors (7168 and 8192
-/// bf16 columns):
-///   - M < kRowsMinRows: one block per row, 1024 threads of one vector (30
+/// Tuning (H200, bf16, K = 7168, residual, tune/ entries of
+/// benchmarks/results/h200_bench_producers.json, medians of 3 interleaved
+/// runs). Rows of up to 1024 vectors (7168 and 8192 bf16 columns):
+///   - M < kRowsMinRows: one block per row, 1024 threads of one vector (31
 ///     registers, two blocks per SM): the shortest chain of loads, reduction
-///     and stores (M <= 64: 2.8-3.1 us; 256 x 4: 3.9-4.2 us; a row per
-///     cluster of 4 or 7 blocks: 3.0-3.7 us).
+///     and stores. M <= 64: 2.7-2.9 us (256 x 4 looping: 3.6-3.7 us; a row
+///     per cluster of 4 or 7 blocks, not kept: 3.0-3.7 us); M = 512: 7.1 us
+///     against 7.7 for the rows kernel; M = 1024: 13.3 us for both.
 ///   - M >= kRowsMinRows: rmsNormQuantRowsKernel, 256 threads of 4 vectors
 ///     (on CUDA at most 128 registers: two blocks per SM), one wave of
 ///     blocks looping over the rows with the next row's loads in flight:
-///     0.88 / 0.91x the copy bandwidth at M = 8192 / 65536, against 0.78 /
-///     0.81x for a block per row (512 x 2 looping: 0.81 / 0.84x; 1024 x 1
-///     looping: 0.82x; 128 x 8: 0.65 / 0.69x); M = 512: 8.0 vs 9.4 us.
+///     0.88 / 0.92x the copy bandwidth at M = 8192 / 65536, against 0.74 /
+///     0.77x for a block per row (512 x 2 looping: 0.84 / 0.86x; 1024 x 1
+///     looping: 0.86 / 0.87x; 128 x 8: 0.64 / 0.67x).
 /// Longer rows, up to kMaxCols, run one block per row of 512 threads of 8
 /// vectors (128 registers: one block per SM).
 template <class In>
@@ -59,7 +60,7 @@ struct RmsNormPolicy {
   static constexpr int kRowsVecs = 4;
   static constexpr int kRowsMinBlocksPerSm = 2;
   static constexpr int kRowsResidentWaves = 1;
-  static constexpr index_t kRowsMinRows = 512;
+  static constexpr index_t kRowsMinRows = 1024;
   static constexpr int kLargeThreads = 512;
   static constexpr int kLargeVecs = 8;
   static constexpr index_t kMaxCols = static_cast<index_t>(kLargeThreads) * kLargeVecs * detail::kVecElems<In>;
@@ -147,8 +148,8 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<
 #pragma unroll
     for (int j = 0; j < kVE; ++j) h[i][j] = h[i][j] * inv * w[j];
     if (valid && in.normOut != nullptr) storeVec(in.normOut + m * in.ldNormOut + v * kVE, h[i]);
-    const float s = quantizeGroupSlice<Format, Rule, kLanes, kVE>(h[i], &q(m, static_cast<index_t>(v) * kVE), fmax,
-                                                                  eps, valid);
+    std::uint8_t* const dst = valid ? &q(m, static_cast<index_t>(v) * kVE) : nullptr;  // (M, K) slice
+    const float s = quantizeGroupSlice<Format, Rule, kLanes, kVE>(h[i], dst, fmax, eps, valid);
     if (valid) {
       const index_t g = static_cast<index_t>(v) * kVE / kGroup;
       if (t % kLanes == 0) storeScale(scale, m, g, s);  // (M, G)
