@@ -86,10 +86,14 @@ TEST_F(Fp8Device, E4M3FNUZDeviceConversionEqualsHostEncode) {
   EXPECT_EQ(bad, 0u);
 }
 
-// packVec / roundVec on whole 16-byte vectors (8 values a thread).
+// packVec / roundVec on whole 16-byte vectors (8 values a thread); *hardware
+// = 1 when the device pass compiled the F2FP path (sm_80+).
 template <class In>
-__global__ void packWithLibrary(const float* in, std::uint32_t* packed, float* rounded, int vecs) {
+__global__ void packWithLibrary(const float* in, std::uint32_t* packed, float* rounded, int vecs, int* hardware) {
   const int v = blockIdx.x * blockDim.x + threadIdx.x;
+#if __CUDA_ARCH__ >= 800
+  if (v == 0) *hardware = 1;
+#endif
   if (v >= vecs) return;
   float x[8];
   for (int j = 0; j < 8; ++j) x[j] = in[8 * v + j];
@@ -102,8 +106,9 @@ __global__ void packWithLibrary(const float* in, std::uint32_t* packed, float* r
 // fp32 inputs that exercise both 16-bit roundings: every 16-bit pattern as
 // the top half with low halves below, at and above the bf16 tie (this covers
 // zeros, subnormals, overflow to inf, inf and NaNs with sign and payload);
-// every fp16 value with the fp32 values half an fp16 step on either side
-// (ties) and one fp32 ulp past them. Shuffled with a fixed seed so that
+// every finite fp16 value with the fp32 values half an fp16 step above it
+// (a tie; above the largest finite value, 65520, the overflow boundary) and
+// one fp32 ulp either side of that. Shuffled with a fixed seed so that
 // NaNs share vectors with ordinary values (the fallback path) while most
 // vectors hold none (the instruction path).
 std::vector<float> roundingInputs() {
@@ -113,9 +118,11 @@ std::vector<float> roundingInputs() {
   for (std::uint32_t h = 0; h < 0x10000u; ++h) {
     const float a = toFloat(Float16{static_cast<std::uint16_t>(h)});
     if (std::isnan(a) || std::isinf(a)) continue;
-    const float b = toFloat(Float16{static_cast<std::uint16_t>(h + 1)});  // next fp16 away from zero
-    if (std::isnan(b) || (h & 0x7FFFu) == 0x7FFFu) continue;
-    const float mid = (a + b) / 2.0f;  // exact: fp16 steps are far coarser than fp32's
+    // Half the step from a to the next fp16 away from zero; past the largest
+    // finite value (0x7BFF) the step below it, which puts the tie at 65520.
+    const bool top = (h & 0x7FFFu) == 0x7BFFu;
+    const float b = toFloat(Float16{static_cast<std::uint16_t>(top ? h - 1 : h + 1)});
+    const float mid = top ? a + (a - b) / 2.0f : (a + b) / 2.0f;  // exact: fp16 steps are far coarser
     for (float f : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 2.0f * mid)})
       bits.push_back(bitCast<std::uint32_t>(f));
   }
@@ -133,12 +140,15 @@ void checkDeviceRounding() {
   const int vecs = static_cast<int>(in.size() / 8);
   DeviceBuffer<float> dIn(in.size()), dRounded(in.size());
   DeviceBuffer<std::uint32_t> dPacked(in.size() / 2);
+  DeviceBuffer<int> dHardware(1);
   dIn.upload(in);
   dPacked.poison(0x5A);
   dRounded.poison(0x5A);
-  packWithLibrary<In><<<(vecs + 255) / 256, 256>>>(dIn.get(), dPacked.get(), dRounded.get(), vecs);
+  dHardware.upload(std::vector<int>{0});
+  packWithLibrary<In><<<(vecs + 255) / 256, 256>>>(dIn.get(), dPacked.get(), dRounded.get(), vecs, dHardware.get());
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(dHardware.download()[0], 1) << "the F2FP path was not compiled (device pass below sm_80)";
   const auto packed = dPacked.download();
   const auto rounded = dRounded.download();
   std::size_t badPacked = 0, badRounded = 0, nans = 0, nanVectors = 0;
@@ -162,9 +172,11 @@ void checkDeviceRounding() {
   }
   EXPECT_EQ(badPacked, 0u);
   EXPECT_EQ(badRounded, 0u);
-  // Both paths ran: most vectors hold no NaN, and some do.
+  // Both paths ran: most vectors hold no NaN, and some do; the fp16
+  // overflow tie (65520) is among the inputs.
   EXPECT_GT(nanVectors, 1000u);
   EXPECT_LT(nanVectors, static_cast<std::size_t>(vecs) / 2);
+  EXPECT_NE(std::find(in.begin(), in.end(), 65520.0f), in.end());
   std::printf("[ %-7s ] %zu values (%zu NaN, in %zu of %d vectors): packVec and roundVec == host fromFloat\n",
               In::kName, in.size(), nans, nanVectors, vecs);
 }

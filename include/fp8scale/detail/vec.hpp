@@ -57,8 +57,9 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadVec(const In* src, float* out) {
 /// On NVIDIA sm_80+ a pair is one cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32
 /// (F2FP), against about seven integer instructions per value for the host
 /// rule. The instruction gives every NaN the canonical pattern 0x7FFF, where
-/// the host rule keeps a bf16 NaN's sign and payload (fp16: sign | 0x7E00),
-/// so a vector holding a NaN takes the host rule's path.
+/// the host rule keeps a bf16 NaN's sign and top 7 payload bits with the
+/// quiet bit set (fp16: sign | 0x7E00), so a vector holding a NaN takes the
+/// host rule's path.
 template <class In>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Bytes16 packVec(const float* v) {
   Bytes16 b;
