@@ -152,8 +152,11 @@ void countDiffs(const void* a, const void* b, std::size_t bytes, unsigned long l
 
 // ---- Case data --------------------------------------------------------------------
 
-constexpr index_t kMaxRows = 1000;
-const std::vector<index_t> kRows = {1, 2, 3, 16, 17, 128, 1000};
+// The largest M is past RmsNormPolicy::kRowsMinRows, so that rmsNormQuant's
+// row-looping kernel (256 x 4) is held bit for bit to the fused epilogue's
+// block per row; the smaller ones take rmsNormQuant's block per row.
+constexpr index_t kMaxRows = RmsNormPolicy<BFloat16>::kRowsMinRows + 3;
+const std::vector<index_t> kRows = {1, 2, 3, 16, 17, 128, 1000, kMaxRows};
 const std::vector<index_t> kCols = {2048, 4096, 7168};
 const std::vector<int> kWorlds = {1, 2, 4, 8};
 
@@ -558,7 +561,8 @@ TEST_F(AllreduceDevice, AllPathsGiveTheSameBitsAsTheUnfusedCompositionAndMatchTh
   }
   tally.print("allreduce bf16_e4m3fn_fp32: device allreduceSum + rmsNormQuant vs host reference");
   expectFractionsWithinBounds(tally);
-  std::printf("[allreduce] sweep W {1,2,4,8} x M {1,2,3,16,17,128,1000} x K {2048,4096,7168}: %.1f s\n",
+  std::printf("[allreduce] sweep W {1,2,4,8} x M {1,2,3,16,17,128,1000,%lld} x K {2048,4096,7168}: %.1f s\n",
+              static_cast<long long>(kMaxRows),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 

@@ -192,7 +192,8 @@ TEST_F(ProgrammaticLaunchDevice, SiluClampQuantReadsThePreviousKernelsOutput) {
 }
 
 TEST_F(ProgrammaticLaunchDevice, RmsNormQuantReadsThePreviousKernelsOutput) {
-  for (index_t M : {1, 17, 1000}) {
+  // Block per row, and (past kRowsMinRows) the row-looping kernel.
+  for (index_t M : {index_t{1}, index_t{17}, index_t{1000}, RmsNormPolicy<BFloat16>::kRowsMinRows + 3}) {
     SCOPED_TRACE(::testing::Message() << "M=" << M);
     const index_t K = 7168;
     const auto stagingX = makeStaging(M, K, 13u + static_cast<unsigned>(M));
