@@ -30,6 +30,9 @@ struct MaxIgnoreNaN {
 /// The hardware warp width of the device pass (64 on gfx9, 32 on NVIDIA).
 #if defined(FP8SCALE_PLATFORM_HIP)
 constexpr int kWarpSize = 64;
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+static_assert(__AMDGCN_WAVEFRONT_SIZE == kWarpSize, "fp8scale's AMD kernels are written for wave64 (gfx9)");
+#endif
 #else
 constexpr int kWarpSize = 32;
 #endif
@@ -69,7 +72,8 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float groupAllMax(float v) {
 /// warp reduction again, lane r holding run r (and, for rows of more than
 /// kWarpSize runs, runs r + kWarpSize, r + 2 kWarpSize, ... added to it in
 /// that order). The same row thus gives the same bits whatever the block
-/// shape (1024 x 1 or 256 x 4: 32 run slots each), so a row quantizes alike
+/// shape (1024 x 1 or 256 x 4: 32 run slots each on NVIDIA, 16 runs of 64
+/// on AMD's wave64; slots past the row hold +0), so a row quantizes alike
 /// at any M and in the fused allreduce. Returned to every thread: every warp
 /// reduces the run sums itself after one block barrier (a handful of
 /// instructions a warp), so no second barrier hands a total around. The run
@@ -101,6 +105,8 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs],
   float mine = lane < kRuns ? runs[lane] : 0.0f;
 #pragma unroll
   for (int r = lane + kWarpSize; r < kRuns; r += kWarpSize) mine += runs[r];
+  // storage[warp] again: CUB's shuffle reduction of full warps keeps nothing
+  // in it (its TempStorage is empty), so no __syncwarp is needed between.
   const float laneZero = WarpReduce(storage[warp]).Sum(mine);  // valid in lane 0
   return cub::ShuffleIndex<kWarpSize>(laneZero, 0, 0xFFFFFFFFu);
 #else

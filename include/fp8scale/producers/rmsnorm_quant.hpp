@@ -48,7 +48,7 @@ struct RmsNormQuantInput {
 ///     (on CUDA at most 128 registers: two blocks per SM), one wave of
 ///     blocks looping over the rows with the next row's loads in flight:
 ///     0.88 / 0.92x the copy bandwidth at M = 8192 / 65536, against 0.74 /
-///     0.77x for a block per row (512 x 2 looping: 0.84 / 0.86x; 1024 x 1
+///     0.76x for a block per row (512 x 2 looping: 0.84 / 0.86x; 1024 x 1
 ///     looping: 0.86 / 0.87x; 128 x 8: 0.64 / 0.67x).
 /// Longer rows, up to kMaxCols, run one block per row of 512 threads of 8
 /// vectors (128 registers: one block per SM).
