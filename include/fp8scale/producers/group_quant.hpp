@@ -174,6 +174,8 @@ struct RawSlice {
 template <class In>
 struct PlainLoad {
   GroupQuantInput<In> in;
+  /// Scale stores with an L2 evict_last policy (storeScale).
+  static constexpr bool kKeepScalesInL2 = true;
   template <int kElems>
   using Raw = RawSlice<In, kElems>;
 
@@ -234,7 +236,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
     float v[kElems];
     load.values(load.template fetch<kElems>(m, k), v);  // (M, K) slice
     const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(m, k), fmax, eps);
-    if (lane == 0) storeScale(scale, m, g, s);  // (M, G)
+    if (lane == 0) storeScale<Load::kKeepScalesInL2>(scale, m, g, s);  // (M, G)
     zeroScalePadding<kLanes>(scale, m, g, lane);
     return;
   }
@@ -260,7 +262,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
 
       // Reduce, scale, convert, store
       const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(mj, k), fmax, eps);
-      if (lane == 0) storeScale(scale, mj, g, s);  // (M, G)
+      if (lane == 0) storeScale<Load::kKeepScalesInL2>(scale, mj, g, s);  // (M, G)
       zeroScalePadding<kLanes>(scale, mj, g, lane);
     }
   }

@@ -152,7 +152,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<
     const float s = quantizeGroupSlice<Format, Rule, kLanes, kVE>(h[i], dst, fmax, eps, valid);
     if (valid) {
       const index_t g = static_cast<index_t>(v) * kVE / kGroup;
-      if (t % kLanes == 0) storeScale(scale, m, g, s);  // (M, G)
+      if (t % kLanes == 0) storeScale</*kKeepInL2=*/true>(scale, m, g, s);  // (M, G)
       zeroScalePadding<kLanes>(scale, m, g, t % kLanes);
     }
   }

@@ -64,6 +64,9 @@ namespace detail {
 template <class In>
 struct SiluClampLoad {
   SiluClampInput<In> in;
+  /// Plain scale stores: the L2 evict_last policy measured no faster here
+  /// (storeScale).
+  static constexpr bool kKeepScalesInL2 = false;
   template <int kElems>
   struct Raw {
     RawSlice<In, kElems> gate, up;
