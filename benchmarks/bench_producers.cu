@@ -19,6 +19,8 @@
 // path is its own benchmark; tools/bench_table.py subtracts the two. With the
 // full set, tune/... entries time the block shapes, register bounds and grid
 // caps the policies chose between. .../pdl entries launch with programmatic dependent launch.
+// scale_store/... entries force each L2 policy of the scale stores
+// (QuantOptions::scaleStore), also with an L2 flush after every call.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 
@@ -238,20 +240,53 @@ ScaleView<float, ColMajor> scaleView<ColMajor>(index_t M, index_t G) {
   return colMajorView(gBuf.s, M, G, M).value();
 }
 
-template <class Layout, bool kPdl = false>
+/// 64 MiB copied by copyKernel (between the copy buffers, apart from every
+/// producer buffer): more than the H200's 50 MB L2, so a producer's dirty
+/// lines, the scales kept at evict_last included, are written back inside
+/// the timed call when it follows the producer (kThenFlush entries).
+void flushL2() {
+  const std::size_t bytes = std::size_t{64} << 20;
+  copyKernel<<<132 * 8, 256, 0, gStream>>>(static_cast<const uint4*>(gBuf.copySrc), static_cast<uint4*>(gBuf.copyDst),
+                                          bytes / 16);
+}
+
+void BM_FlushL2(benchmark::State& state) {
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall(flushL2);
+    state.SetIterationTime(t);
+  }
+  state.counters["us_per_call"] = t * 1e6;
+}
+
+/// A producer entry followed by flushL2() in each timed call: us_per_call is
+/// the pair's; the bandwidth counters would mislead, so they go.
+void reportThenFlush(benchmark::State& state, double seconds) {
+  state.counters.clear();
+  state.counters["us_per_call"] = seconds * 1e6;
+  state.counters["M"] = static_cast<double>(state.range(0));
+}
+
+template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kDefault,
+          bool kThenFlush = false>
 void BM_GroupQuant(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   QuantOptions opt;
   opt.programmaticLaunch = kPdl;
+  opt.scaleStore = kStore;
   const auto in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto sv = scaleView<Layout>(M, G);
   double t = 0.0;
   for (auto _ : state) {
-    t = timePerCall([&] { expectOk(groupQuant<E4M3FN>(in, q, sv, opt, gStream).status()); });
+    t = timePerCall([&] {
+      expectOk(groupQuant<E4M3FN>(in, q, sv, opt, gStream).status());
+      if constexpr (kThenFlush) flushL2();
+    });
     state.SetIterationTime(t);
   }
   report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
+  if constexpr (kThenFlush) reportThenFlush(state, t);
 }
 
 /// RMSNorm quant of the first M rows of x, K = 7168, with the residual (updated
@@ -268,30 +303,37 @@ RmsNormQuantInput<BFloat16> rmsInput(index_t M) {
   return in;
 }
 
-template <class Layout, bool kPdl = false>
+template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kDefault,
+          bool kThenFlush = false>
 void BM_RmsNormQuant(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   QuantOptions opt;
   opt.programmaticLaunch = kPdl;
+  opt.scaleStore = kStore;
   const RmsNormQuantInput<BFloat16> in = rmsInput(M);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto sv = scaleView<Layout>(M, G);
   double t = 0.0;
   for (auto _ : state) {
-    t = timePerCall([&] { expectOk(rmsNormQuant<E4M3FN>(in, q, sv, opt, gStream).status()); });
+    t = timePerCall([&] {
+      expectOk(rmsNormQuant<E4M3FN>(in, q, sv, opt, gStream).status());
+      if constexpr (kThenFlush) flushL2();
+    });
     state.SetIterationTime(t);
   }
   // x and residual read, residual written, fp8 and scales written (weight: L2).
   // The residual accumulates x over the replays: magnitudes grow slowly and
   // stay finite, which keeps the data realistic for timing.
   report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
+  if constexpr (kThenFlush) reportThenFlush(state, t);
 }
 
-template <class Layout, bool kPdl = false>
+template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kDefault>
 void BM_SiluClampQuant(benchmark::State& state) {
   const index_t M = state.range(0), I = state.range(1), G = I / 128;
   QuantOptions opt;
   opt.programmaticLaunch = kPdl;
+  opt.scaleStore = kStore;
   const SiluClampInput<BFloat16> in{gBuf.x, M, I, 2 * I, 7.0f};
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, I, I};
   const auto sv = scaleView<Layout>(M, G);
@@ -352,17 +394,19 @@ void BM_TuneRmsNormBlock(benchmark::State& state) {
 template <class Load, int kElems, int kDepth, bool T>
 __global__ void __launch_bounds__(256)
     tuneGroupTileKernel(Load load, index_t rows, index_t groups, Fp8Matrix<E4M3FN> q,
-                        ScaleView<float, ScaleLayoutFor<T>> scale, float fmax, float eps, int tileRows, int tileGroups) {
+                        ScaleView<float, ScaleLayoutFor<T>> scale, float fmax, float eps, int tileRows, int tileGroups,
+                        bool keepScalesInL2) {
   detail::groupTile<E4M3FN, ScaleFp32, 128, T, kElems, kDepth>(load, rows, groups, q, scale, fmax, eps, tileRows,
-                                                               tileGroups);
+                                                               tileGroups, keepScalesInL2);
 }
 
 /// Launches tuneGroupTileKernel with the grid groupTileGrid would build for
 /// kElems-value slices, blocks of kThreads threads and a cap of kWaves x
-/// resident blocks (0: none).
+/// resident blocks (0: none), the scale stores as the producer's launch
+/// makes them by default (keepScalesInL2).
 template <class Load, int kElems, int kDepth, int kWaves, class Layout, int kThreads = 256>
 void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix<E4M3FN>& q,
-                         const ScaleView<float, Layout>& sv) {
+                         const ScaleView<float, Layout>& sv, bool keepScalesInL2) {
   constexpr bool T = Layout::kColumnMajor;
   const auto kernel = tuneGroupTileKernel<Load, kElems, kDepth, T>;
   int tileRows = 0, tileGroups = 0;
@@ -372,7 +416,7 @@ void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix
   BENCH_CHECK(detail::residentBlocks(&resident, kernel, kThreads));
   const index_t blocksX = detail::rowTileBlocks(rowTiles, groupTiles, static_cast<index_t>(resident) * kWaves);
   kernel<<<dim3(static_cast<unsigned>(blocksX), static_cast<unsigned>(groupTiles)), kThreads, 0, gStream>>>(
-      load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, tileRows, tileGroups);
+      load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, tileRows, tileGroups, keepScalesInL2);
   BENCH_CHECK(cudaGetLastError());
 }
 
@@ -385,6 +429,7 @@ struct TuneCase;
 template <>
 struct TuneCase<detail::PlainLoad<BFloat16>> {
   static constexpr int kBytesPerValue = 3, kInputBytesPerValue = 2;  // bf16 in, fp8 out
+  static constexpr bool kKeepScalesInL2 = true;                      // groupQuant's default
   static index_t cols(const benchmark::State&) { return kHidden; }
   static detail::PlainLoad<BFloat16> load(index_t M, index_t K) {
     detail::PlainLoad<BFloat16> l;
@@ -395,6 +440,7 @@ struct TuneCase<detail::PlainLoad<BFloat16>> {
 template <>
 struct TuneCase<detail::SiluClampLoad<BFloat16>> {
   static constexpr int kBytesPerValue = 5, kInputBytesPerValue = 4;  // gate and up in, fp8 out
+  static constexpr bool kKeepScalesInL2 = false;                     // siluClampQuant's default
   static index_t cols(const benchmark::State& state) { return state.range(1); }
   static detail::SiluClampLoad<BFloat16> load(index_t M, index_t I) {
     detail::SiluClampLoad<BFloat16> l;
@@ -413,7 +459,9 @@ void BM_TuneGroupTile(benchmark::State& state) {
   const auto sv = scaleView<Layout>(M, G);
   double t = 0.0;
   for (auto _ : state) {
-    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves, Layout, kThreads>(load, M, G, q, sv); });
+    t = timePerCall([&] {
+      launchTuneGroupTile<Load, kElems, kDepth, kWaves, Layout, kThreads>(load, M, G, q, sv, Case::kKeepScalesInL2);
+    });
     state.SetIterationTime(t);
   }
   report(state, t, static_cast<double>(M) * N * Case::kBytesPerValue + M * G * 4.0,
@@ -460,6 +508,45 @@ void registerTuning() {
   regSilu("tune/silu_clamp_quant/col_major/e16/d0/t64", BM_TuneGroupTile<Silu, 16, 0, 0, ColMajor, 64>);
 }
 
+/// scale_store/...: the L2 policy of the scale stores (QuantOptions::
+/// scaleStore) forced each way in the same run, at the M where it matters;
+/// then_flush: each call followed by flushL2(), so that the write-back of
+/// the lines kept in L2 is paid inside the timed call.
+void registerScaleStore() {
+  constexpr auto kEvictLast = ScaleStorePolicy::kEvictLast, kPlain = ScaleStorePolicy::kPlain;
+  auto reg = [&](const char* name, auto fn) {
+    for (index_t M : {64, 8192, 16384, 65536})
+      benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
+  };
+  reg("scale_store/evict_last/group_quant/row_major", BM_GroupQuant<RowMajor, false, kEvictLast>);
+  reg("scale_store/plain/group_quant/row_major", BM_GroupQuant<RowMajor, false, kPlain>);
+  reg("scale_store/evict_last/group_quant/col_major", BM_GroupQuant<ColMajor, false, kEvictLast>);
+  reg("scale_store/plain/group_quant/col_major", BM_GroupQuant<ColMajor, false, kPlain>);
+  reg("scale_store/evict_last/rmsnorm_quant/row_major", BM_RmsNormQuant<RowMajor, false, kEvictLast>);
+  reg("scale_store/plain/rmsnorm_quant/row_major", BM_RmsNormQuant<RowMajor, false, kPlain>);
+  reg("scale_store/evict_last/rmsnorm_quant/col_major", BM_RmsNormQuant<ColMajor, false, kEvictLast>);
+  reg("scale_store/plain/rmsnorm_quant/col_major", BM_RmsNormQuant<ColMajor, false, kPlain>);
+  for (index_t I : {2048, 3072})
+    for (index_t M : {64, 8192, 16384, 65536}) {
+      benchmark::RegisterBenchmark("scale_store/evict_last/silu_clamp_quant/col_major",
+                                   BM_SiluClampQuant<ColMajor, false, kEvictLast>)
+          ->Args({M, I})->UseManualTime()->Iterations(3);
+      benchmark::RegisterBenchmark("scale_store/plain/silu_clamp_quant/col_major",
+                                   BM_SiluClampQuant<ColMajor, false, kPlain>)
+          ->Args({M, I})->UseManualTime()->Iterations(3);
+    }
+  benchmark::RegisterBenchmark("scale_store/flush_l2_64MiB", BM_FlushL2)->UseManualTime()->Iterations(3);
+  for (index_t M : {8192, 65536}) {
+    auto one = [&](const char* name, auto fn) {
+      benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
+    };
+    one("scale_store/then_flush/evict_last/group_quant/col_major", BM_GroupQuant<ColMajor, false, kEvictLast, true>);
+    one("scale_store/then_flush/plain/group_quant/col_major", BM_GroupQuant<ColMajor, false, kPlain, true>);
+    one("scale_store/then_flush/evict_last/rmsnorm_quant/col_major", BM_RmsNormQuant<ColMajor, false, kEvictLast, true>);
+    one("scale_store/then_flush/plain/rmsnorm_quant/col_major", BM_RmsNormQuant<ColMajor, false, kPlain, true>);
+  }
+}
+
 void registerAll(bool quick) {
   const std::vector<index_t> rows = quick ? std::vector<index_t>{1, 64, 8192} : kRows;
   benchmark::RegisterBenchmark("copy_256MiB/memcpy", BM_CopyLarge)->Arg(0)->UseManualTime()->Iterations(3);
@@ -497,7 +584,10 @@ void registerAll(bool quick) {
       benchmark::RegisterBenchmark("silu_clamp_quant/col_major/pdl", BM_SiluClampQuant<ColMajor, true>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
     }
-  if (!quick) registerTuning();
+  if (!quick) {
+    registerScaleStore();
+    registerTuning();
+  }
 }
 
 }  // namespace

@@ -62,6 +62,8 @@ def load(path, with_tune):
         if name.startswith("copy_256MiB/"):
             copies[name.split("/")[1]] = b["GBps"]
             continue
+        if name.startswith("scale_store/"):  # the L2 policy A/B entries: not a bandwidth curve
+            continue
         tune = name.startswith("tune/")
         if tune and not with_tune:
             continue

@@ -82,6 +82,16 @@
 #define FP8SCALE_HW_CVT_E4M3FNUZ 0
 #endif
 
+// Stores with an L2 cache policy (createpolicy + st.global.L2::cache_hint):
+// sm_80+ and PTX ISA 7.4 (CUDA 11.4). 1 only on such a device pass; scale
+// stores are plain stores elsewhere (AMD, older NVIDIA, the host pass).
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800) && defined(__CUDACC_VER_MAJOR__) && \
+    (__CUDACC_VER_MAJOR__ * 100 + __CUDACC_VER_MINOR__ >= 1104)
+#define FP8SCALE_HAS_L2_CACHE_HINT 1
+#else
+#define FP8SCALE_HAS_L2_CACHE_HINT 0
+#endif
+
 namespace fp8scale {
 
 /// Signed 64-bit index used for every extent, stride and offset: M * K of a

@@ -155,5 +155,24 @@ TEST(QuantOptionChecks, ActivationAndWeightOptionsShareTheRules) {
   EXPECT_STREQ(detail::checkQuantOptions<E4M3FN>("f", w, fmax).argument(), "rule");
 }
 
+// QuantOptions::scaleStore: an unknown value is refused by name; kDefault
+// resolves to the producer's own choice, the others force it.
+TEST(QuantOptionChecks, ScaleStorePolicyIsCheckedAndResolved) {
+  float fmax = 0.0f;
+  QuantOptions a;
+  EXPECT_EQ(a.scaleStore, ScaleStorePolicy::kDefault);
+  EXPECT_TRUE(detail::checkProducerOptions<E4M3FN>("f", a, fmax).isOk());
+  a.scaleStore = static_cast<ScaleStorePolicy>(3);
+  const Status bad = detail::checkProducerOptions<E4M3FN>("f", a, fmax);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidValue);
+  EXPECT_STREQ(bad.argument(), "scaleStore");
+  a.eps = 0.0f;  // the shared checks come first
+  EXPECT_STREQ(detail::checkProducerOptions<E4M3FN>("f", a, fmax).argument(), "eps");
+  EXPECT_TRUE(detail::storesScalesEvictLast(ScaleStorePolicy::kDefault, true));
+  EXPECT_FALSE(detail::storesScalesEvictLast(ScaleStorePolicy::kDefault, false));
+  EXPECT_TRUE(detail::storesScalesEvictLast(ScaleStorePolicy::kEvictLast, false));
+  EXPECT_FALSE(detail::storesScalesEvictLast(ScaleStorePolicy::kPlain, true));
+}
+
 }  // namespace
 }  // namespace fp8scale

@@ -190,7 +190,7 @@ template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, 
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     allreduceRmsNormQuantKernel(AllreduceSources<In> src, BarrierArgs bar, RmsNormQuantInput<In> in,
                                 Fp8Matrix<Format> q, ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                float fmax, float eps) {
+                                float fmax, float eps, bool keepScalesInL2) {
   constexpr bool kBarriers = kAlgo != AllreduceKernelAlgo::kGathered;
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
@@ -203,11 +203,11 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     if constexpr (kAlgo == AllreduceKernelAlgo::kTwoStage) {
       const auto loadX = [&](int v, float* out) { loadReduced(src, bar.world, in.cols, m, v, out); };
       rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, 1>(in, m, loadX, q, scale, fmax, eps,
-                                                                             parity);
+                                                                             keepScalesInL2, parity);
     } else {
       const auto loadX = [&](int v, float* out) { sumRanks<kAlgo>(src, bar.world, m, v, out); };
       rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, 1>(in, m, loadX, q, scale, fmax, eps,
-                                                                             parity);
+                                                                             keepScalesInL2, parity);
     }
   }
 
@@ -403,7 +403,8 @@ Status launchAllreduceRmsNormQuantFused(const char* fn, const AllreduceCommunica
     AllreduceSources<In> args = src;
     args.blocks = grid;
     const DeviceError e = launchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), 0, stream, args, bar,
-                                       in, q, scale, fmax, opt.eps);
+                                       in, q, scale, fmax, opt.eps,
+                                       storesScalesEvictLast(opt.scaleStore, /*producerDefault=*/true));
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);
   });
 }

@@ -17,6 +17,24 @@
 
 namespace fp8scale {
 
+/// The L2 cache policy of a producer's scale stores (NVIDIA sm_80+ with
+/// CUDA 11.4+; elsewhere, AMD included, every choice is a plain store).
+enum class ScaleStorePolicy {
+  /// The producer's measured choice: kEvictLast for group quant, RMSNorm
+  /// quant and the fused allreduce + RMSNorm quant, kPlain for SiLU-clamp
+  /// quant (H200 A/Bs: benchmarks/results/h200_ab_scale_evict_last.txt).
+  kDefault,
+  /// createpolicy.fractional.L2::evict_last + st.global.L2::cache_hint: the
+  /// scale lines stay in L2 while the fp8 data streams past them, for the
+  /// consumer that reads them next. They hold up to M * G * 4 bytes of L2
+  /// until later traffic evicts them (and writes them back then).
+  kEvictLast,
+  /// A plain st.global (the default policy, evict_normal). For callers that
+  /// keep an L2 persisting window of their own, or whose scales are read
+  /// much later.
+  kPlain,
+};
+
 /// Per-call quantization options shared by every producer.
 struct QuantOptions {
   /// fp32 (s = amax / fmax) or UE8M0 (s rounded up to a power of two).
@@ -38,7 +56,29 @@ struct QuantOptions {
   /// after it must not read its outputs before that kernel's own wait
   /// (griddepcontrol.wait / cudaGridDependencySynchronize).
   bool programmaticLaunch = false;
+  /// L2 policy of the scale stores; see ScaleStorePolicy.
+  ScaleStorePolicy scaleStore = ScaleStorePolicy::kDefault;
 };
+
+namespace detail {
+/// The options of a producer call: checkQuantOptions (fmax, eps, rule), and
+/// a known scaleStore (kInvalidValue naming it otherwise).
+template <class Format>
+inline Status checkProducerOptions(const char* fn, const QuantOptions& o, float& fmax) {
+  if (Status s = checkQuantOptions<Format>(fn, o, fmax); !s) return s;
+  if (o.scaleStore != ScaleStorePolicy::kDefault && o.scaleStore != ScaleStorePolicy::kEvictLast &&
+      o.scaleStore != ScaleStorePolicy::kPlain)
+    return Status::error(StatusCode::kInvalidValue, fn, "scaleStore", "unknown scale store policy",
+                         static_cast<int>(o.scaleStore));
+  return Status::ok();
+}
+
+/// Whether the scale stores carry the evict_last policy: `policy`, with
+/// kDefault resolved to the producer's measured choice `producerDefault`.
+inline bool storesScalesEvictLast(ScaleStorePolicy policy, bool producerDefault) {
+  return policy == ScaleStorePolicy::kDefault ? producerDefault : policy == ScaleStorePolicy::kEvictLast;
+}
+}  // namespace detail
 
 /// The scale layout a TRANSPOSE_SCALE flag selects.
 template <bool TRANSPOSE_SCALE>
@@ -83,33 +123,29 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float quantizeGroupSlice(float (&v)[kN], st
 }
 
 /// Writes scale (m, g) through the view (called by one lane of the group).
-/// kKeepInL2: on NVIDIA sm_80+ the store carries an L2 evict_last cache
-/// policy, so the scale lines stay in L2 while the producer's data streams
-/// past them (and are there for the consumer that reads them next); on AMD
-/// and below sm_80 it is a plain store. H200, A/B of two builds in
-/// alternating runs (benchmarks/results/h200_ab_scale_evict_last.txt):
-/// RMSNorm column-major 3.7-4.9% faster at M = 8192 .. 65536 (a 32-byte
-/// sector of its [G][ld] scales is written 4 bytes at a time by 8 different
-/// blocks), row-major 0.4-0.9%; group quant 1.4-3.1% at M = 8192 / 16384,
-/// within 0.7% at 65536. SiLU-clamp measured no gain (column-major at
-/// M = 65536 2-4% slower, inside that entry's spread), so it stores without
-/// the policy. The lines are written back when L2 later evicts them: at
-/// most the scale bytes (M * G * 4), carried by a later kernel's traffic.
-template <bool kKeepInL2, class Layout>
+/// keepInL2 (ScaleStorePolicy::kEvictLast resolved, uniform over the grid):
+/// where FP8SCALE_HAS_L2_CACHE_HINT, the store carries an L2 evict_last
+/// policy; elsewhere it is a plain store. The view must point into global
+/// memory (device, managed, host-mapped or peer allocations; every launcher
+/// passes the caller's scale buffer): the address is converted with
+/// cvta.to.global. Why and what it measured: ScaleStorePolicy and
+/// benchmarks/results/h200_ab_scale_evict_last.txt.
+template <class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layout>& scale, index_t m, index_t g,
-                                                     float s) {
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  if constexpr (kKeepInL2) {
-    const std::size_t global = __cvta_generic_to_global(&scale(m, g));  // (M, G)
+                                                     float s, bool keepInL2) {
+  float* const p = &scale(m, g);  // (M, G)
+#if FP8SCALE_HAS_L2_CACHE_HINT
+  if (keepInL2) {
     asm volatile(
         "{\n\t.reg .b64 policy;\n\tcreatepolicy.fractional.L2::evict_last.b64 policy, 1.0;\n\t"
-        "st.global.L2::cache_hint.f32 [%0], %1, policy;\n\t}" ::"l"(global),
+        "st.global.L2::cache_hint.f32 [%0], %1, policy;\n\t}" ::"l"(__cvta_generic_to_global(p)),
         "f"(s)
         : "memory");
     return;
   }
 #endif
-  scale(m, g) = s;  // (M, G)
+  (void)keepInL2;
+  *p = s;
 }
 
 /// A column-major view's padding slots [M, ld) of column g are written 0 by

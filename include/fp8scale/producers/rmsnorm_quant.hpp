@@ -123,7 +123,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<
                                                         const float (&partial)[kMaxVecs], int& parity,
                                                         const WeightAt& weightAt, Fp8Matrix<Format> q,
                                                         ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                        float fmax, float eps) {
+                                                        float fmax, float eps, bool keepScalesInL2) {
   constexpr int kVE = kVecElems<In>;
   constexpr int kLanes = kGroup / kVE;  // threads per group in one pass
   const int vecs = static_cast<int>(in.cols / kVE);
@@ -152,7 +152,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<
     const float s = quantizeGroupSlice<Format, Rule, kLanes, kVE>(h[i], dst, fmax, eps, valid);
     if (valid) {
       const index_t g = static_cast<index_t>(v) * kVE / kGroup;
-      if (t % kLanes == 0) storeScale</*kKeepInL2=*/true>(scale, m, g, s);  // (M, G)
+      if (t % kLanes == 0) storeScale(scale, m, g, s, keepScalesInL2);  // (M, G)
       zeroScalePadding<kLanes>(scale, m, g, t % kLanes);
     }
   }
@@ -181,7 +181,8 @@ template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, 
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuantInput<In>& in, index_t m,
                                                               const LoadX& loadX, Fp8Matrix<Format> q,
                                                               ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                              float fmax, float eps, int& parity) {
+                                                              float fmax, float eps, bool keepScalesInL2,
+                                                              int& parity) {
   constexpr int kVE = kVecElems<In>;
   const int t = static_cast<int>(threadIdx.x);
   Bytes16 wRaw[kMaxVecs];
@@ -192,20 +193,22 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
       [&](int i, float* out) { loadVec(in.residual + m * in.ldResidual + (i * kThreads + t) * kVE, out); }, h,
       partial);
   rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(
-      in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(wRaw[i], w); }, q, scale, fmax, eps);
+      in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(wRaw[i], w); }, q, scale, fmax, eps,
+      keepScalesInL2);
 }
 
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
-                       ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps) {
+                       ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
+                       bool keepScalesInL2) {
   const index_t m = blockIdx.x;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
   const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
   int parity = 0;
   rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax,
-                                                                                     eps, parity);
+                                                                                     eps, keepScalesInL2, parity);
 }
 
 /// One launch of kThreads-thread blocks, kMaxVecs vectors a thread (the row
@@ -221,7 +224,8 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
         launchKernelPdl(opt.programmaticLaunch,
                         rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE,
                                            kThreads, kMaxVecs>,
-                        dim3(static_cast<unsigned>(in.rows)), dim3(kThreads), 0, stream, in, q, scale, fmax, opt.eps);
+                        dim3(static_cast<unsigned>(in.rows)), dim3(kThreads), 0, stream, in, q, scale, fmax, opt.eps,
+                        storesScalesEvictLast(opt.scaleStore, /*producerDefault=*/true));
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
   });
 }
@@ -239,7 +243,8 @@ template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, 
           int kMinBlocks>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     rmsNormQuantRowsKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
-                           ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps) {
+                           ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
+                           bool keepScalesInL2) {
   constexpr int kVE = kVecElems<In>;
   __shared__ Bytes16 weight[kMaxVecs][kThreads];  // [i][t]: weight of vector i * kThreads + t
   const int vecs = static_cast<int>(in.cols / kVE);
@@ -275,7 +280,8 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     const index_t next = m + gridDim.x;  // block-uniform
     if (next < in.rows) fetch(next);
     rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(
-        in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(weight[i][t], w); }, q, scale, fmax, eps);
+        in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(weight[i][t], w); }, q, scale, fmax, eps,
+        keepScalesInL2);
     if (next >= in.rows) break;
     m = next;
   }
@@ -298,7 +304,8 @@ Status launchRmsNormQuantRows(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
     if (!fitsOneGrid(blocks, kThreads))
       return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
     const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, dim3(static_cast<unsigned>(blocks)),
-                                          dim3(kThreads), 0, stream, in, q, scale, fmax, opt.eps);
+                                          dim3(kThreads), 0, stream, in, q, scale, fmax, opt.eps,
+                                          storesScalesEvictLast(opt.scaleStore, /*producerDefault=*/true));
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
   });
 }
@@ -308,7 +315,7 @@ Status launchRmsNormQuantRows(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
 template <class Format, class In, class Layout>
 Status checkRmsNormQuant(const char* fn, const RmsNormQuantInput<In>& in, const Fp8Matrix<Format>& q,
                          const ScaleView<float, Layout>& scale, const QuantOptions& opt, float& fmax) {
-  if (Status s = checkQuantOptions<Format>(fn, opt, fmax); !s) return s;
+  if (Status s = checkProducerOptions<Format>(fn, opt, fmax); !s) return s;
   if (in.cols > RmsNormPolicy<In>::kMaxCols)
     return Status::error(StatusCode::kInvalidShape, fn, "K", "row too long for one block", in.cols,
                          RmsNormPolicy<In>::kMaxCols);

@@ -64,9 +64,6 @@ namespace detail {
 template <class In>
 struct SiluClampLoad {
   SiluClampInput<In> in;
-  /// Plain scale stores: the L2 evict_last policy measured no faster here
-  /// (storeScale).
-  static constexpr bool kKeepScalesInL2 = false;
   template <int kElems>
   struct Raw {
     RawSlice<In, kElems> gate, up;
@@ -102,9 +99,10 @@ template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
-                         int tileRows, int tileGroups) {
+                         int tileRows, int tileGroups, bool keepScalesInL2) {
   groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, /*kDepth: a block per tile*/ 0>(
-      SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q, scale, fmax, eps, tileRows, tileGroups);
+      SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q, scale, fmax, eps, tileRows, tileGroups,
+      keepScalesInL2);
 }
 
 /// siluClampQuantKernel for a rule and group size, in the form launchGroupTile
@@ -114,6 +112,8 @@ template <class In, class Format, bool TRANSPOSE_SCALE>
 struct SiluClampQuantKernelFor {
   template <class Rule, int kGroup>
   struct Of {
+    /// ScaleStorePolicy::kDefault: plain stores (evict_last measured no faster).
+    static constexpr bool kKeepScalesInL2ByDefault = false;
     static auto loopFree() { return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE>; }
     static auto looping() { return loopFree(); }
   };
@@ -124,7 +124,7 @@ struct SiluClampQuantKernelFor {
 template <class Format, class In, class Layout>
 Status checkSiluClampQuant(const char* fn, const SiluClampInput<In>& in, const Fp8Matrix<Format>& q,
                            const ScaleView<float, Layout>& scale, const QuantOptions& opt, float& fmax) {
-  if (Status s = checkQuantOptions<Format>(fn, opt, fmax); !s) return s;
+  if (Status s = checkProducerOptions<Format>(fn, opt, fmax); !s) return s;
   if (in.intermediate < 0)
     return Status::error(StatusCode::kInvalidShape, fn, "intermediate", "extent is negative", in.intermediate);
   if (in.ldx < 2 * in.intermediate)
