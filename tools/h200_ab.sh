@@ -16,7 +16,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/fp8scale-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.devbin:${LD_LIBRARY_PATH:-}
-filter=${AB_FILTER:-'_quant/(row|col)_major/(1|64|8192|16384|65536)/'}
+filter=${AB_FILTER:-'^(group|rmsnorm|silu_clamp)_quant/(row|col)_major/(1|64|8192|16384|65536)/'}
 rounds=${AB_ROUNDS:-3}
 flags="--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true"
 for r in $(seq 1 "$rounds"); do

@@ -155,23 +155,23 @@ TEST(QuantOptionChecks, ActivationAndWeightOptionsShareTheRules) {
   EXPECT_STREQ(detail::checkQuantOptions<E4M3FN>("f", w, fmax).argument(), "rule");
 }
 
-// QuantOptions::scaleStore: an unknown value is refused by name; kDefault
-// resolves to the producer's own choice, the others force it.
-TEST(QuantOptionChecks, ScaleStorePolicyIsCheckedAndResolved) {
+// QuantOptions::scaleStore: plain stores unless asked, an unknown value
+// refused by name.
+TEST(QuantOptionChecks, ScaleStorePolicyIsCheckedAndOffByDefault) {
   float fmax = 0.0f;
   QuantOptions a;
-  EXPECT_EQ(a.scaleStore, ScaleStorePolicy::kDefault);
+  EXPECT_EQ(a.scaleStore, ScaleStorePolicy::kEvictNormal);
+  EXPECT_FALSE(detail::storesScalesEvictLast(a.scaleStore));
   EXPECT_TRUE(detail::checkProducerOptions<E4M3FN>("f", a, fmax).isOk());
-  a.scaleStore = static_cast<ScaleStorePolicy>(3);
+  a.scaleStore = ScaleStorePolicy::kEvictLast;
+  EXPECT_TRUE(detail::storesScalesEvictLast(a.scaleStore));
+  EXPECT_TRUE(detail::checkProducerOptions<E4M3FN>("f", a, fmax).isOk());
+  a.scaleStore = static_cast<ScaleStorePolicy>(2);
   const Status bad = detail::checkProducerOptions<E4M3FN>("f", a, fmax);
   EXPECT_EQ(bad.code(), StatusCode::kInvalidValue);
   EXPECT_STREQ(bad.argument(), "scaleStore");
   a.eps = 0.0f;  // the shared checks come first
   EXPECT_STREQ(detail::checkProducerOptions<E4M3FN>("f", a, fmax).argument(), "eps");
-  EXPECT_TRUE(detail::storesScalesEvictLast(ScaleStorePolicy::kDefault, true));
-  EXPECT_FALSE(detail::storesScalesEvictLast(ScaleStorePolicy::kDefault, false));
-  EXPECT_TRUE(detail::storesScalesEvictLast(ScaleStorePolicy::kEvictLast, false));
-  EXPECT_FALSE(detail::storesScalesEvictLast(ScaleStorePolicy::kPlain, true));
 }
 
 }  // namespace

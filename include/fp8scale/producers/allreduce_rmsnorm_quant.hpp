@@ -404,7 +404,7 @@ Status launchAllreduceRmsNormQuantFused(const char* fn, const AllreduceCommunica
     args.blocks = grid;
     const DeviceError e = launchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), 0, stream, args, bar,
                                        in, q, scale, fmax, opt.eps,
-                                       storesScalesEvictLast(opt.scaleStore, /*producerDefault=*/true));
+                                       storesScalesEvictLast(opt.scaleStore));
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);
   });
 }

@@ -284,8 +284,6 @@ template <class In, class Format, bool TRANSPOSE_SCALE>
 struct GroupQuantKernelFor {
   template <class Rule, int kGroup>
   struct Of {
-    /// ScaleStorePolicy::kDefault: evict_last (1.4-3.1% faster at M = 8192 / 16384).
-    static constexpr bool kKeepScalesInL2ByDefault = true;
     static auto looping() {
       return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kGroupQuantDepth>;
     }
@@ -370,7 +368,7 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, const Quant
     }
     const DeviceError e =
         launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(threads), 0, stream, args..., opt.eps, tileRows,
-                        tileGroups, storesScalesEvictLast(opt.scaleStore, Kernels::kKeepScalesInL2ByDefault));
+                        tileGroups, storesScalesEvictLast(opt.scaleStore));
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);
   });
 }
@@ -449,7 +447,7 @@ Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8M
 /// @param scale  (M, K / groupSize) view of device memory
 /// @return the QuantizedTensor {q, scale}: the producer's own buffers, no copy.
 /// Errors (nothing is launched): kUnsupportedGroupSize, kInvalidShape (K % group,
-/// extents), kLdTooSmall, kNullPointer, kMisaligned, kInvalidValue (fmax, eps),
+/// extents), kLdTooSmall, kNullPointer, kMisaligned, kInvalidValue (fmax, eps, rule, scaleStore),
 /// kDeviceError (launch). M == 0 launches no kernel and succeeds; a column-major
 /// view with ld > 0 is then all padding and is cleared with one memset.
 template <class Format, class Layout, class In>

@@ -225,7 +225,7 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
                         rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE,
                                            kThreads, kMaxVecs>,
                         dim3(static_cast<unsigned>(in.rows)), dim3(kThreads), 0, stream, in, q, scale, fmax, opt.eps,
-                        storesScalesEvictLast(opt.scaleStore, /*producerDefault=*/true));
+                        storesScalesEvictLast(opt.scaleStore));
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
   });
 }
@@ -305,7 +305,7 @@ Status launchRmsNormQuantRows(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
       return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
     const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, dim3(static_cast<unsigned>(blocks)),
                                           dim3(kThreads), 0, stream, in, q, scale, fmax, opt.eps,
-                                          storesScalesEvictLast(opt.scaleStore, /*producerDefault=*/true));
+                                          storesScalesEvictLast(opt.scaleStore));
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
   });
 }

@@ -112,8 +112,6 @@ template <class In, class Format, bool TRANSPOSE_SCALE>
 struct SiluClampQuantKernelFor {
   template <class Rule, int kGroup>
   struct Of {
-    /// ScaleStorePolicy::kDefault: plain stores (evict_last measured no faster).
-    static constexpr bool kKeepScalesInL2ByDefault = false;
     static auto loopFree() { return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE>; }
     static auto looping() { return loopFree(); }
   };
