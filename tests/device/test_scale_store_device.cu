@@ -83,12 +83,7 @@ TEST_F(ScaleStoreDevice, RmsNormQuantGivesTheSameBitsUnderEveryPolicy) {
     DeviceBuffer<BFloat16> dx(M * K), dw(K);
     dx.upload(x);
     dw.upload(w);
-    RmsNormQuantInput<BFloat16> in;
-    in.x = dx.get();
-    in.rows = M;
-    in.cols = K;
-    in.ldx = K;
-    in.weight = dw.get();
+    const RmsNormQuantInput<BFloat16> in{dx.get(), M, K, K, /*residual=*/nullptr, 0, dw.get()};
     expectSameOutputUnderEveryPolicy([&](const QuantOptions& opt) {
       return checkTransposeContract<E4M3FN>(M, K, 128, contractLd(M), [&](auto q, auto scale) {
         return rmsNormQuant<E4M3FN>(in, q, scale, opt, nullptr);
