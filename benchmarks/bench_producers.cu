@@ -260,10 +260,9 @@ void BM_FlushL2(benchmark::State& state) {
   state.counters["us_per_call"] = t * 1e6;
 }
 
-/// A producer entry followed by flushL2() in each timed call: us_per_call is
-/// the pair's; the bandwidth counters would mislead, so they go.
+/// What a producer entry followed by flushL2() in each timed call reports:
+/// the pair's us_per_call and M (bandwidth counters would mislead).
 void reportThenFlush(benchmark::State& state, double seconds) {
-  state.counters.clear();
   state.counters["us_per_call"] = seconds * 1e6;
   state.counters["M"] = static_cast<double>(state.range(0));
 }
@@ -286,8 +285,10 @@ void BM_GroupQuant(benchmark::State& state) {
     });
     state.SetIterationTime(t);
   }
-  report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
-  if constexpr (kThenFlush) reportThenFlush(state, t);
+  if constexpr (kThenFlush)
+    reportThenFlush(state, t);
+  else
+    report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
 }
 
 /// RMSNorm quant of the first M rows of x, K = 7168, with the residual (updated
@@ -325,8 +326,11 @@ void BM_RmsNormQuant(benchmark::State& state) {
   // x and residual read, residual written, fp8 and scales written (weight: L2).
   // The residual accumulates x over the replays: magnitudes grow slowly and
   // stay finite, which keeps the data realistic for timing.
-  report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
-  if constexpr (kThenFlush) reportThenFlush(state, t);
+  if constexpr (kThenFlush)
+    reportThenFlush(state, t);
+  else
+    report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0,
+           static_cast<std::size_t>(M * K * 4));
 }
 
 template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal>
@@ -395,10 +399,9 @@ void BM_TuneRmsNormBlock(benchmark::State& state) {
 template <class Load, int kElems, int kDepth, bool T>
 __global__ void __launch_bounds__(256)
     tuneGroupTileKernel(Load load, index_t rows, index_t groups, Fp8Matrix<E4M3FN> q,
-                        ScaleView<float, ScaleLayoutFor<T>> scale, float fmax, float eps, int tileRows, int tileGroups,
-                        bool keepScalesInL2) {
+                        ScaleView<float, ScaleLayoutFor<T>> scale, float fmax, float eps, int tileRows, int tileGroups) {
   detail::groupTile<E4M3FN, ScaleFp32, 128, T, kElems, kDepth>(load, rows, groups, q, scale, fmax, eps, tileRows,
-                                                               tileGroups, keepScalesInL2);
+                                                               tileGroups, /*scalesEvictLast=*/false);
 }
 
 /// Launches tuneGroupTileKernel with the grid groupTileGrid would build for
@@ -416,7 +419,7 @@ void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix
   BENCH_CHECK(detail::residentBlocks(&resident, kernel, kThreads));
   const index_t blocksX = detail::rowTileBlocks(rowTiles, groupTiles, static_cast<index_t>(resident) * kWaves);
   kernel<<<dim3(static_cast<unsigned>(blocksX), static_cast<unsigned>(groupTiles)), kThreads, 0, gStream>>>(
-      load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, tileRows, tileGroups, /*keepScalesInL2=*/false);
+      load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, tileRows, tileGroups);
   BENCH_CHECK(cudaGetLastError());
 }
 
@@ -457,9 +460,7 @@ void BM_TuneGroupTile(benchmark::State& state) {
   const auto sv = scaleView<Layout>(M, G);
   double t = 0.0;
   for (auto _ : state) {
-    t = timePerCall([&] {
-      launchTuneGroupTile<Load, kElems, kDepth, kWaves, Layout, kThreads>(load, M, G, q, sv);
-    });
+    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves, Layout, kThreads>(load, M, G, q, sv); });
     state.SetIterationTime(t);
   }
   report(state, t, static_cast<double>(M) * N * Case::kBytesPerValue + M * G * 4.0,

@@ -7,7 +7,6 @@
 // block per row and its row-looping kernel).
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <vector>
 
 #include "producer_harness.cuh"

@@ -190,7 +190,7 @@ template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, 
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     allreduceRmsNormQuantKernel(AllreduceSources<In> src, BarrierArgs bar, RmsNormQuantInput<In> in,
                                 Fp8Matrix<Format> q, ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                float fmax, float eps, bool keepScalesInL2) {
+                                float fmax, float eps, bool scalesEvictLast) {
   constexpr bool kBarriers = kAlgo != AllreduceKernelAlgo::kGathered;
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
@@ -203,11 +203,11 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     if constexpr (kAlgo == AllreduceKernelAlgo::kTwoStage) {
       const auto loadX = [&](int v, float* out) { loadReduced(src, bar.world, in.cols, m, v, out); };
       rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, 1>(in, m, loadX, q, scale, fmax, eps,
-                                                                             keepScalesInL2, parity);
+                                                                             scalesEvictLast, parity);
     } else {
       const auto loadX = [&](int v, float* out) { sumRanks<kAlgo>(src, bar.world, m, v, out); };
       rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, 1>(in, m, loadX, q, scale, fmax, eps,
-                                                                             keepScalesInL2, parity);
+                                                                             scalesEvictLast, parity);
     }
   }
 

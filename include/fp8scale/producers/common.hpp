@@ -122,7 +122,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float quantizeGroupSlice(float (&v)[kN], st
 }
 
 /// Writes scale (m, g) through the view (called by one lane of the group).
-/// keepInL2 (ScaleStorePolicy::kEvictLast, uniform over the grid):
+/// evictLast (ScaleStorePolicy::kEvictLast, uniform over the grid):
 /// where FP8SCALE_HAS_L2_CACHE_HINT, the store carries an L2 evict_last
 /// policy; elsewhere it is a plain store. The view must point into global
 /// memory (device, managed, host-mapped or peer allocations; every launcher
@@ -131,10 +131,10 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float quantizeGroupSlice(float (&v)[kN], st
 /// benchmarks/results/h200_ab_scale_evict_last.txt.
 template <class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layout>& scale, index_t m, index_t g,
-                                                     float s, bool keepInL2) {
+                                                     float s, bool evictLast) {
   float* const p = &scale(m, g);  // (M, G)
 #if FP8SCALE_HAS_L2_CACHE_HINT
-  if (keepInL2) {
+  if (evictLast) {
     asm volatile(
         "{\n\t.reg .b64 policy;\n\tcreatepolicy.fractional.L2::evict_last.b64 policy, 1.0;\n\t"
         "st.global.L2::cache_hint.f32 [%0], %1, policy;\n\t}" ::"l"(__cvta_generic_to_global(p)),
@@ -143,7 +143,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layo
     return;
   }
 #endif
-  (void)keepInL2;
+  (void)evictLast;
   *p = s;
 }
 

@@ -208,13 +208,13 @@ struct PlainLoad {
 /// reduction and the stores. kDepth = 0: one row tile per block, no loop
 /// (the grid must not be capped). (Two slices a thread converted to fp32 up front
 /// measured 6-12% slower on the H200: 59-63 registers halve the resident warps.)
-/// keepScalesInL2: storeScale's L2 policy (ScaleStorePolicy resolved).
+/// scalesEvictLast: storeScale's L2 policy (ScaleStorePolicy resolved).
 template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems, int kDepth, class Load>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t rows, index_t groups,
                                                     Fp8Matrix<Format> q,
                                                     ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
                                                     float fmax, float eps, int tileRows, int tileGroups,
-                                                    bool keepScalesInL2) {
+                                                    bool scalesEvictLast) {
   constexpr int kLanes = kGroup / kElems;  // threads per group
   static_assert(kGroup % kElems == 0, "a group is a whole number of thread slices");
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
@@ -236,7 +236,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
     float v[kElems];
     load.values(load.template fetch<kElems>(m, k), v);  // (M, K) slice
     const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(m, k), fmax, eps);
-    if (lane == 0) storeScale(scale, m, g, s, keepScalesInL2);  // (M, G)
+    if (lane == 0) storeScale(scale, m, g, s, scalesEvictLast);  // (M, G)
     zeroScalePadding<kLanes>(scale, m, g, lane);
     return;
   }
@@ -262,7 +262,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
 
       // Reduce, scale, convert, store
       const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(mj, k), fmax, eps);
-      if (lane == 0) storeScale(scale, mj, g, s, keepScalesInL2);  // (M, G)
+      if (lane == 0) storeScale(scale, mj, g, s, scalesEvictLast);  // (M, G)
       zeroScalePadding<kLanes>(scale, mj, g, lane);
     }
   }
@@ -272,9 +272,9 @@ template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, 
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     groupQuantKernel(GroupQuantInput<In> in, Fp8Matrix<Format> q,
                      ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps, int tileRows,
-                     int tileGroups, bool keepScalesInL2) {
+                     int tileGroups, bool scalesEvictLast) {
   groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, kDepth>(
-      PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale, fmax, eps, tileRows, tileGroups, keepScalesInL2);
+      PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale, fmax, eps, tileRows, tileGroups, scalesEvictLast);
 }
 
 /// groupQuantKernel for a rule and group size, in the form launchGroupTile
@@ -315,7 +315,7 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
 
 /// The launch shared by the group-tile producers: the rule x group-size
 /// dispatch to KernelFor<Rule, kGroup>, then grid, tile and kernel, called
-/// with (args..., eps, tileRows, tileGroups, keepScalesInL2). A grid of at most
+/// with (args..., eps, tileRows, tileGroups, scalesEvictLast). A grid of at most
 /// GroupTilePolicy::kLoopFreeMaxWaves x the blocks the device runs at once
 /// of KernelFor's loopFree() kernel (or any grid when `residentWaves` <= 0)
 /// runs that kernel, a block per row tile; a larger one runs looping() on

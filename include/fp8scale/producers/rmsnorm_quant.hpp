@@ -123,7 +123,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<
                                                         const float (&partial)[kMaxVecs], int& parity,
                                                         const WeightAt& weightAt, Fp8Matrix<Format> q,
                                                         ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                        float fmax, float eps, bool keepScalesInL2) {
+                                                        float fmax, float eps, bool scalesEvictLast) {
   constexpr int kVE = kVecElems<In>;
   constexpr int kLanes = kGroup / kVE;  // threads per group in one pass
   const int vecs = static_cast<int>(in.cols / kVE);
@@ -152,7 +152,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<
     const float s = quantizeGroupSlice<Format, Rule, kLanes, kVE>(h[i], dst, fmax, eps, valid);
     if (valid) {
       const index_t g = static_cast<index_t>(v) * kVE / kGroup;
-      if (t % kLanes == 0) storeScale(scale, m, g, s, keepScalesInL2);  // (M, G)
+      if (t % kLanes == 0) storeScale(scale, m, g, s, scalesEvictLast);  // (M, G)
       zeroScalePadding<kLanes>(scale, m, g, t % kLanes);
     }
   }
@@ -181,7 +181,7 @@ template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, 
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuantInput<In>& in, index_t m,
                                                               const LoadX& loadX, Fp8Matrix<Format> q,
                                                               ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                              float fmax, float eps, bool keepScalesInL2,
+                                                              float fmax, float eps, bool scalesEvictLast,
                                                               int& parity) {
   constexpr int kVE = kVecElems<In>;
   const int t = static_cast<int>(threadIdx.x);
@@ -194,21 +194,21 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
       partial);
   rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(
       in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(wRaw[i], w); }, q, scale, fmax, eps,
-      keepScalesInL2);
+      scalesEvictLast);
 }
 
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
                        ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
-                       bool keepScalesInL2) {
+                       bool scalesEvictLast) {
   const index_t m = blockIdx.x;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
   const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
   int parity = 0;
   rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax,
-                                                                                     eps, keepScalesInL2, parity);
+                                                                                     eps, scalesEvictLast, parity);
 }
 
 /// One launch of kThreads-thread blocks, kMaxVecs vectors a thread (the row
@@ -244,7 +244,7 @@ template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, 
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     rmsNormQuantRowsKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
                            ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
-                           bool keepScalesInL2) {
+                           bool scalesEvictLast) {
   constexpr int kVE = kVecElems<In>;
   __shared__ Bytes16 weight[kMaxVecs][kThreads];  // [i][t]: weight of vector i * kThreads + t
   const int vecs = static_cast<int>(in.cols / kVE);
@@ -281,7 +281,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     if (next < in.rows) fetch(next);
     rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(
         in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(weight[i][t], w); }, q, scale, fmax, eps,
-        keepScalesInL2);
+        scalesEvictLast);
     if (next >= in.rows) break;
     m = next;
   }

@@ -99,10 +99,10 @@ template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
-                         int tileRows, int tileGroups, bool keepScalesInL2) {
+                         int tileRows, int tileGroups, bool scalesEvictLast) {
   groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, /*kDepth: a block per tile*/ 0>(
       SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q, scale, fmax, eps, tileRows, tileGroups,
-      keepScalesInL2);
+      scalesEvictLast);
 }
 
 /// siluClampQuantKernel for a rule and group size, in the form launchGroupTile
