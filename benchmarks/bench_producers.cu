@@ -72,15 +72,18 @@ __global__ void __launch_bounds__(256) copyKernel(const uint4* __restrict__ src,
 /// producer's read:write mix in this harness. A thread stands for:
 ///   kGroup: 16 bf16 of group quant (reads 32 B of a, writes 16 B of fp8);
 ///   kRms: 8 bf16 of RMSNorm quant (reads 16 B of a = x and of b = residual,
-///         writes 16 B of residual_out and 8 B of fp8);
+///         writes 16 B of residual_out and 8 B of fp8; residual_out goes to
+///         a separate buffer here, in place in the producer: see
+///         moveBytesInPlaceKernel and moveRowsKernel for what each costs);
 ///   kSilu: 8 outputs of SiLU-clamp quant (reads 16 B of a = gate and of
 ///          b = up, writes 8 B of fp8).
 /// Scales (1/32 of the fp8 bytes, ~1% of the total) are left out. One
 /// thread per piece, in address order, n pieces: the producers' group-tile
 /// grids run row tiles fastest instead, an order that moved these same
 /// bytes 2.5-4.4% slower at M >= 8192 (benchmarks/results/
-/// h200_ab_grid_order_rmsnorm_bulk.txt), so the gap to this ceiling is
-/// part order, part arithmetic.
+/// h200_ab_grid_order_rmsnorm_bulk.txt), and RMSNorm quant's row loop
+/// moves its bytes 8% slower in its own order (h200_rmsnorm_row_order.txt),
+/// so the gap to this ceiling is part order, part arithmetic.
 enum class MoveKind { kGroup, kRms, kSilu };
 template <MoveKind kKind>
 __global__ void __launch_bounds__(256) moveBytesKernel(const uint4* __restrict__ a, const uint4* __restrict__ b,
@@ -95,6 +98,45 @@ __global__ void __launch_bounds__(256) moveBytesKernel(const uint4* __restrict__
     const uint4 u = a[t], v = b[t];
     if constexpr (kKind == MoveKind::kRms) out16[t] = make_uint4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w);
     out8[t] = make_uint2(u.x ^ v.y ^ u.z ^ v.w, u.y ^ v.x ^ u.w ^ v.z);
+  }
+}
+
+/// kRms with the residual written in place (b := a, so that it keeps real bf16
+/// values), as RMSNorm quant does; in address order.
+__global__ void __launch_bounds__(256) moveBytesInPlaceKernel(const uint4* a, uint4* b, uint2* out8, std::size_t n) {
+  const std::size_t t = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const uint4 u = a[t], v = b[t];
+  b[t] = u;
+  out8[t] = make_uint2(u.x ^ v.y ^ u.z ^ v.w, u.y ^ v.x ^ u.w ^ v.z);
+}
+
+/// RMSNorm quant's bytes moved in the order of its row-looping kernel: block b
+/// takes rows b, b + gridDim.x, ..., each thread kVecs 16-byte pieces of a
+/// row (v = i * blockDim.x + t), x and the residual read, the residual
+/// written (in place, or to rOut), 8 bytes of fp8 written a piece; no
+/// arithmetic, no barrier.
+template <int kVecs>
+__global__ void __launch_bounds__(256) moveRowsKernel(const uint4* x, const uint4* r, uint4* rOut, uint2* out8,
+                                                      index_t rows, int vecs) {
+  for (index_t m = blockIdx.x; m < rows; m += gridDim.x) {
+    uint4 u[kVecs], v[kVecs];
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int c = i * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+      if (c < vecs) {
+        u[i] = x[m * vecs + c];
+        v[i] = r[m * vecs + c];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int c = i * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+      if (c < vecs) {
+        rOut[m * vecs + c] = u[i];  // the residual := x: real bf16 values stay
+        out8[m * vecs + c] = make_uint2(u[i].x ^ v[i].y ^ u[i].z ^ v[i].w, u[i].y ^ v[i].x ^ u[i].w ^ v[i].z);
+      }
+    }
   }
 }
 
@@ -227,6 +269,42 @@ void BM_MoveBytes(benchmark::State& state) {
     state.SetIterationTime(t);
   }
   report(state, t, bytesPerPiece * static_cast<double>(n), n * 32);  // 32 input bytes a piece
+}
+
+/// moveBytesInPlaceKernel over M rows of K = 7168 (RMSNorm quant's mix).
+void BM_MoveBytesInPlace(benchmark::State& state) {
+  const index_t M = state.range(0);
+  const std::size_t n = static_cast<std::size_t>(M) * kHidden / 8;
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] {
+      moveBytesInPlaceKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, gStream>>>(
+          reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<uint4*>(gBuf.r), reinterpret_cast<uint2*>(gBuf.q),
+          n);
+    });
+    state.SetIterationTime(t);
+  }
+  report(state, t, 56.0 * static_cast<double>(n), n * 32);
+}
+
+/// moveRowsKernel on kBlocksPerSm x SMs blocks of 256 threads (K = 7168).
+template <int kBlocksPerSm, bool kInPlace>
+void BM_MoveRows(benchmark::State& state) {
+  const index_t M = state.range(0);
+  const int vecs = kHidden / 8;
+  int sms = 0;
+  BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] {
+      moveRowsKernel<4><<<static_cast<unsigned>(std::min<index_t>(M, index_t{sms} * kBlocksPerSm)), 256, 0, gStream>>>(
+          reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<const uint4*>(gBuf.r),
+          kInPlace ? reinterpret_cast<uint4*>(gBuf.r) : static_cast<uint4*>(gBuf.copyDst),
+          reinterpret_cast<uint2*>(gBuf.q), M, vecs);
+    });
+    state.SetIterationTime(t);
+  }
+  report(state, t, 56.0 * static_cast<double>(M) * vecs, static_cast<std::size_t>(M) * vecs * 32);
 }
 
 template <class Layout>
@@ -562,6 +640,14 @@ void registerAll(bool quick) {
     benchmark::RegisterBenchmark("move_bytes/group_quant", BM_MoveBytes<MoveKind::kGroup>)
         ->Arg(M)->UseManualTime()->Iterations(3);
     benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant", BM_MoveBytes<MoveKind::kRms>)
+        ->Arg(M)->UseManualTime()->Iterations(3);
+    benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/in_place", BM_MoveBytesInPlace)
+        ->Arg(M)->UseManualTime()->Iterations(3);
+    benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/rows_b2", BM_MoveRows<2, false>)
+        ->Arg(M)->UseManualTime()->Iterations(3);
+    benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/in_place/rows_b2", BM_MoveRows<2, true>)
+        ->Arg(M)->UseManualTime()->Iterations(3);
+    benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/in_place/rows_b8", BM_MoveRows<8, true>)
         ->Arg(M)->UseManualTime()->Iterations(3);
     for (index_t I : {2048, 3072})
       benchmark::RegisterBenchmark("move_bytes/silu_clamp_quant", BM_MoveBytes<MoveKind::kSilu>)

@@ -11,7 +11,9 @@ over row-major emission + materialize. A run with repetitions gives medians. Whe
 entries (programmatic dependent launch), their time and time vs input copy too;
 where it has move_bytes/... entries (the producer's bytes moved by a kernel
 without the arithmetic), that kernel's bandwidth vs the copy: the ceiling of
-the producer's read:write mix in the same run.
+the producer's read:write mix in the same run; for RMSNorm quant also
+move_bytes/rmsnorm_quant/in_place/rows_b2/... (its residual written in place,
+in its row loop's order and occupancy).
 """
 import json
 import re
@@ -57,6 +59,9 @@ def main() -> None:
         head += " col-major + PDL us (vs input copy) |" if pdl else ""
         move = any(n.startswith(f"move_bytes/{key}/") for n in rows)
         head += " same bytes, no arithmetic: BW vs copy |" if move else ""
+        # RMSNorm: the same bytes with the residual in place, in its row loop's order
+        own = any(n.startswith(f"move_bytes/{key}/in_place/rows_b2/") for n in rows)
+        head += " same, in place, in its row order |" if own else ""
         head += " row-major + materialize us | saved by transposed emit us |" if extra else ""
         print(head)
         print("|" + "---|" * (head.count("|") - 1))
@@ -73,6 +78,9 @@ def main() -> None:
             if move:
                 mv = rows.get(f"move_bytes/{key}/{m}{suffix}")
                 line += f" {mv['vs_copy_bw']:.2f} |" if mv else " |"
+            if own:
+                mo = rows.get(f"move_bytes/{key}/in_place/rows_b2/{m}")
+                line += f" {mo['vs_copy_bw']:.2f} |" if mo else " |"
             if extra:
                 mm = rows[f"group_quant/row_major+materialize/{m}"]
                 line += f" {mm['us_per_call']:.2f} | {mm['us_per_call'] - c['us_per_call']:.2f} |"
