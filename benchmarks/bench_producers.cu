@@ -140,6 +140,27 @@ __global__ void __launch_bounds__(256) moveRowsKernel(const uint4* x, const uint
   }
 }
 
+/// RMSNorm quant's bytes in its small-M shape (a block of 1024 threads per
+/// row, a 16-byte vector a thread): x, the residual and the weight read, the
+/// residual written in place and 8 bytes of fp8 a vector; with kBarrier one
+/// block barrier between the loads and the stores (the row reduction's
+/// place), no arithmetic otherwise.
+template <bool kBarrier>
+__global__ void __launch_bounds__(1024) moveRowBlockKernel(const uint4* x, uint4* r, const uint4* w, uint2* out8,
+                                                           int vecs) {
+  const index_t m = blockIdx.x;
+  const int c = static_cast<int>(threadIdx.x);
+  uint4 u = make_uint4(0, 0, 0, 0), v = u, g = u;
+  if (c < vecs) {
+    u = x[m * vecs + c];
+    v = r[m * vecs + c];
+    g = w[c];
+    r[m * vecs + c] = u;
+  }
+  if constexpr (kBarrier) __syncthreads();
+  if (c < vecs) out8[m * vecs + c] = make_uint2(u.x ^ v.y ^ g.z, u.y ^ v.x ^ g.w);
+}
+
 /// Device buffers sized for the largest case, reused by every benchmark.
 struct Buffers {
   BFloat16* x = nullptr;     // [65536, 2 * 3072] or [65536, 7168]
@@ -301,6 +322,23 @@ void BM_MoveRows(benchmark::State& state) {
           reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<const uint4*>(gBuf.r),
           kInPlace ? reinterpret_cast<uint4*>(gBuf.r) : static_cast<uint4*>(gBuf.copyDst),
           reinterpret_cast<uint2*>(gBuf.q), M, vecs);
+    });
+    state.SetIterationTime(t);
+  }
+  report(state, t, 56.0 * static_cast<double>(M) * vecs, static_cast<std::size_t>(M) * vecs * 32);
+}
+
+/// moveRowBlockKernel over M rows of K = 7168 (RMSNorm quant's small-M shape).
+template <bool kBarrier>
+void BM_MoveRowBlock(benchmark::State& state) {
+  const index_t M = state.range(0);
+  const int vecs = kHidden / 8;
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] {
+      moveRowBlockKernel<kBarrier><<<static_cast<unsigned>(M), 1024, 0, gStream>>>(
+          reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<uint4*>(gBuf.r),
+          reinterpret_cast<const uint4*>(gBuf.w), reinterpret_cast<uint2*>(gBuf.q), vecs);
     });
     state.SetIterationTime(t);
   }
@@ -652,6 +690,13 @@ void registerAll(bool quick) {
     for (index_t I : {2048, 3072})
       benchmark::RegisterBenchmark("move_bytes/silu_clamp_quant", BM_MoveBytes<MoveKind::kSilu>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
+  }
+  // RMSNorm's small-M shape without its arithmetic (h200_rmsnorm_row_order.txt, part 4)
+  for (index_t M : {1, 8, 64}) {
+    benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/block_per_row", BM_MoveRowBlock<false>)
+        ->Arg(M)->UseManualTime()->Iterations(3);
+    benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/block_per_row/barrier", BM_MoveRowBlock<true>)
+        ->Arg(M)->UseManualTime()->Iterations(3);
   }
   reg("group_quant/row_major", BM_GroupQuant<RowMajor>);
   reg("group_quant/col_major", BM_GroupQuant<ColMajor>);

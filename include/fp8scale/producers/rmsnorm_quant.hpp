@@ -49,7 +49,11 @@ struct RmsNormQuantInput {
 ///     blocks looping over the rows with the next row's loads in flight:
 ///     0.88 / 0.92x the copy bandwidth at M = 8192 / 65536, against 0.74 /
 ///     0.76x for a block per row (512 x 2 looping: 0.84 / 0.86x; 1024 x 1
-///     looping: 0.86 / 0.87x; 128 x 8: 0.64 / 0.67x).
+///     looping: 0.86 / 0.87x; 128 x 8: 0.64 / 0.67x). That is within 1-3% of
+///     what its row order moves with no arithmetic at all (0.91-0.93x);
+///     rows staged in shared memory 1-5 rows ahead (cp.async, or the bulk
+///     copy engine) were no faster (benchmarks/results/
+///     h200_rmsnorm_row_order.txt).
 /// Longer rows, up to kMaxCols, run one block per row of 512 threads of 8
 /// vectors (128 registers: one block per SM).
 template <class In>
