@@ -22,6 +22,7 @@
 // scale_store/... entries force each L2 policy of the scale stores
 // (QuantOptions::scaleStore), also with an L2 flush after every call.
 #include <benchmark/benchmark.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -159,6 +160,35 @@ __global__ void __launch_bounds__(1024) moveRowBlockKernel(const uint4* x, uint4
   }
   if constexpr (kBarrier) __syncthreads();
   if (c < vecs) out8[m * vecs + c] = make_uint2(u.x ^ v.y ^ g.z, u.y ^ v.x ^ g.w);
+}
+
+/// moveRowBlockKernel's row spread over a thread-block cluster of kCluster
+/// blocks (1024 / kCluster threads each): the same loads and stores, with
+/// the exchange a row split needs in between (each block publishes one
+/// float in shared memory, the cluster syncs, every block reads all of them
+/// through distributed shared memory, the cluster syncs again before exit).
+template <int kCluster>
+__global__ void __launch_bounds__(1024 / kCluster) moveRowClusterKernel(const uint4* x, uint4* r, const uint4* w,
+                                                                        uint2* out8, int vecs) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  __shared__ float published;
+  const index_t m = blockIdx.x / kCluster;
+  const int c = static_cast<int>(cluster.block_rank()) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+  uint4 u = make_uint4(0, 0, 0, 0), v = u, g = u;
+  if (c < vecs) {
+    u = x[m * vecs + c];
+    v = r[m * vecs + c];
+    g = w[c];
+    r[m * vecs + c] = u;
+  }
+  if (threadIdx.x == 0) published = __uint_as_float(u.x & 0x3FFFFFFFu);
+  cluster.sync();
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kCluster; ++k) total += *cluster.map_shared_rank(&published, k);
+  cluster.sync();
+  if (c < vecs) out8[m * vecs + c] = make_uint2(u.x ^ v.y ^ g.z ^ __float_as_uint(total), u.y ^ v.x ^ g.w);
 }
 
 /// Device buffers sized for the largest case, reused by every benchmark.
@@ -339,6 +369,35 @@ void BM_MoveRowBlock(benchmark::State& state) {
       moveRowBlockKernel<kBarrier><<<static_cast<unsigned>(M), 1024, 0, gStream>>>(
           reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<uint4*>(gBuf.r),
           reinterpret_cast<const uint4*>(gBuf.w), reinterpret_cast<uint2*>(gBuf.q), vecs);
+    });
+    state.SetIterationTime(t);
+  }
+  report(state, t, 56.0 * static_cast<double>(M) * vecs, static_cast<std::size_t>(M) * vecs * 32);
+}
+
+/// moveRowClusterKernel over M rows of K = 7168, one cluster of kCluster
+/// blocks a row.
+template <int kCluster>
+void BM_MoveRowCluster(benchmark::State& state) {
+  const index_t M = state.range(0);
+  const int vecs = kHidden / 8;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kCluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(M * kCluster));
+  config.blockDim = dim3(1024 / kCluster);
+  config.stream = gStream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  double t = 0.0;
+  for (auto _ : state) {
+    t = timePerCall([&] {
+      BENCH_CHECK(cudaLaunchKernelEx(&config, moveRowClusterKernel<kCluster>, reinterpret_cast<const uint4*>(gBuf.x),
+                                     reinterpret_cast<uint4*>(gBuf.r), reinterpret_cast<const uint4*>(gBuf.w),
+                                     reinterpret_cast<uint2*>(gBuf.q), vecs));
     });
     state.SetIterationTime(t);
   }
@@ -696,6 +755,12 @@ void registerAll(bool quick) {
     benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/block_per_row", BM_MoveRowBlock<false>)
         ->Arg(M)->UseManualTime()->Iterations(3);
     benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/block_per_row/barrier", BM_MoveRowBlock<true>)
+        ->Arg(M)->UseManualTime()->Iterations(3);
+    benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/cluster_2", BM_MoveRowCluster<2>)
+        ->Arg(M)->UseManualTime()->Iterations(3);
+    benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/cluster_4", BM_MoveRowCluster<4>)
+        ->Arg(M)->UseManualTime()->Iterations(3);
+    benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/cluster_8", BM_MoveRowCluster<8>)
         ->Arg(M)->UseManualTime()->Iterations(3);
   }
   reg("group_quant/row_major", BM_GroupQuant<RowMajor>);
