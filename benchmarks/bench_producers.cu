@@ -141,6 +141,23 @@ __global__ void __launch_bounds__(256) moveRowsKernel(const uint4* x, const uint
   }
 }
 
+/// The first half of a small-M RMSNorm byte move for vector c of row m:
+/// x, the residual and the weight read (u, v, g; zero past the row), the
+/// residual written in place (:= x, real bf16 values).
+struct RowVectorMove {
+  uint4 u = make_uint4(0, 0, 0, 0), v = u, g = u;
+  __device__ RowVectorMove(const uint4* x, uint4* r, const uint4* w, index_t m, int c, int vecs) {
+    if (c < vecs) {
+      u = x[m * vecs + c];
+      v = r[m * vecs + c];
+      g = w[c];
+      r[m * vecs + c] = u;
+    }
+  }
+  /// 8 bytes of "fp8" from all three (so that no load is dead).
+  __device__ uint2 out(unsigned extra = 0) const { return make_uint2(u.x ^ v.y ^ g.z ^ extra, u.y ^ v.x ^ g.w); }
+};
+
 /// RMSNorm quant's bytes in its small-M shape (a block of 1024 threads per
 /// row, a 16-byte vector a thread): x, the residual and the weight read, the
 /// residual written in place and 8 bytes of fp8 a vector; with kBarrier one
@@ -151,15 +168,9 @@ __global__ void __launch_bounds__(1024) moveRowBlockKernel(const uint4* x, uint4
                                                            int vecs) {
   const index_t m = blockIdx.x;
   const int c = static_cast<int>(threadIdx.x);
-  uint4 u = make_uint4(0, 0, 0, 0), v = u, g = u;
-  if (c < vecs) {
-    u = x[m * vecs + c];
-    v = r[m * vecs + c];
-    g = w[c];
-    r[m * vecs + c] = u;
-  }
+  const RowVectorMove mv(x, r, w, m, c, vecs);
   if constexpr (kBarrier) __syncthreads();
-  if (c < vecs) out8[m * vecs + c] = make_uint2(u.x ^ v.y ^ g.z, u.y ^ v.x ^ g.w);
+  if (c < vecs) out8[m * vecs + c] = mv.out();
 }
 
 /// moveRowBlockKernel's row spread over a thread-block cluster of kCluster
@@ -175,20 +186,14 @@ __global__ void __launch_bounds__(1024 / kCluster) moveRowClusterKernel(const ui
   __shared__ float published;
   const index_t m = blockIdx.x / kCluster;
   const int c = static_cast<int>(cluster.block_rank()) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
-  uint4 u = make_uint4(0, 0, 0, 0), v = u, g = u;
-  if (c < vecs) {
-    u = x[m * vecs + c];
-    v = r[m * vecs + c];
-    g = w[c];
-    r[m * vecs + c] = u;
-  }
-  if (threadIdx.x == 0) published = __uint_as_float(u.x & 0x3FFFFFFFu);
+  const RowVectorMove mv(x, r, w, m, c, vecs);
+  if (threadIdx.x == 0) published = __uint_as_float(mv.u.x & 0x3FFFFFFFu);
   cluster.sync();
   float total = 0.0f;
 #pragma unroll
   for (int k = 0; k < kCluster; ++k) total += *cluster.map_shared_rank(&published, k);
   cluster.sync();
-  if (c < vecs) out8[m * vecs + c] = make_uint2(u.x ^ v.y ^ g.z ^ __float_as_uint(total), u.y ^ v.x ^ g.w);
+  if (c < vecs) out8[m * vecs + c] = mv.out(__float_as_uint(total));
 }
 
 /// Device buffers sized for the largest case, reused by every benchmark.
@@ -322,86 +327,73 @@ void BM_MoveBytes(benchmark::State& state) {
   report(state, t, bytesPerPiece * static_cast<double>(n), n * 32);  // 32 input bytes a piece
 }
 
-/// moveBytesInPlaceKernel over M rows of K = 7168 (RMSNorm quant's mix).
-void BM_MoveBytesInPlace(benchmark::State& state) {
-  const index_t M = state.range(0);
-  const std::size_t n = static_cast<std::size_t>(M) * kHidden / 8;
+/// Times `launch` (one call) as a move of RMSNorm quant's bytes over M rows
+/// of K = 7168: 56 bytes per 16-byte vector of x (x and the residual read,
+/// the residual written, 8 bytes of fp8), 32 input bytes per vector.
+template <class Launch>
+void timeRmsMove(benchmark::State& state, const Launch& launch) {
+  const double vectors = static_cast<double>(state.range(0)) * (kHidden / 8);
   double t = 0.0;
   for (auto _ : state) {
-    t = timePerCall([&] {
-      moveBytesInPlaceKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, gStream>>>(
-          reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<uint4*>(gBuf.r), reinterpret_cast<uint2*>(gBuf.q),
-          n);
-    });
+    t = timePerCall(launch);
     state.SetIterationTime(t);
   }
-  report(state, t, 56.0 * static_cast<double>(n), n * 32);
+  report(state, t, 56.0 * vectors, static_cast<std::size_t>(vectors) * 32);
+}
+
+/// moveBytesInPlaceKernel over M rows of K = 7168 (RMSNorm quant's mix).
+void BM_MoveBytesInPlace(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0)) * kHidden / 8;
+  timeRmsMove(state, [&] {
+    moveBytesInPlaceKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, gStream>>>(
+        reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<uint4*>(gBuf.r), reinterpret_cast<uint2*>(gBuf.q), n);
+  });
 }
 
 /// moveRowsKernel on kBlocksPerSm x SMs blocks of 256 threads (K = 7168).
 template <int kBlocksPerSm, bool kInPlace>
 void BM_MoveRows(benchmark::State& state) {
   const index_t M = state.range(0);
-  const int vecs = kHidden / 8;
   int sms = 0;
   BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([&] {
-      moveRowsKernel<4><<<static_cast<unsigned>(std::min<index_t>(M, index_t{sms} * kBlocksPerSm)), 256, 0, gStream>>>(
-          reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<const uint4*>(gBuf.r),
-          kInPlace ? reinterpret_cast<uint4*>(gBuf.r) : static_cast<uint4*>(gBuf.copyDst),
-          reinterpret_cast<uint2*>(gBuf.q), M, vecs);
-    });
-    state.SetIterationTime(t);
-  }
-  report(state, t, 56.0 * static_cast<double>(M) * vecs, static_cast<std::size_t>(M) * vecs * 32);
+  timeRmsMove(state, [&] {
+    moveRowsKernel<4><<<static_cast<unsigned>(std::min<index_t>(M, index_t{sms} * kBlocksPerSm)), 256, 0, gStream>>>(
+        reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<const uint4*>(gBuf.r),
+        kInPlace ? reinterpret_cast<uint4*>(gBuf.r) : static_cast<uint4*>(gBuf.copyDst),
+        reinterpret_cast<uint2*>(gBuf.q), M, kHidden / 8);
+  });
 }
 
 /// moveRowBlockKernel over M rows of K = 7168 (RMSNorm quant's small-M shape).
 template <bool kBarrier>
 void BM_MoveRowBlock(benchmark::State& state) {
-  const index_t M = state.range(0);
-  const int vecs = kHidden / 8;
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([&] {
-      moveRowBlockKernel<kBarrier><<<static_cast<unsigned>(M), 1024, 0, gStream>>>(
-          reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<uint4*>(gBuf.r),
-          reinterpret_cast<const uint4*>(gBuf.w), reinterpret_cast<uint2*>(gBuf.q), vecs);
-    });
-    state.SetIterationTime(t);
-  }
-  report(state, t, 56.0 * static_cast<double>(M) * vecs, static_cast<std::size_t>(M) * vecs * 32);
+  timeRmsMove(state, [&] {
+    moveRowBlockKernel<kBarrier><<<static_cast<unsigned>(state.range(0)), 1024, 0, gStream>>>(
+        reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<uint4*>(gBuf.r),
+        reinterpret_cast<const uint4*>(gBuf.w), reinterpret_cast<uint2*>(gBuf.q), kHidden / 8);
+  });
 }
 
 /// moveRowClusterKernel over M rows of K = 7168, one cluster of kCluster
 /// blocks a row.
 template <int kCluster>
 void BM_MoveRowCluster(benchmark::State& state) {
-  const index_t M = state.range(0);
-  const int vecs = kHidden / 8;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = kCluster;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(M * kCluster));
+  config.gridDim = dim3(static_cast<unsigned>(state.range(0) * kCluster));
   config.blockDim = dim3(1024 / kCluster);
   config.stream = gStream;
   config.attrs = attr;
   config.numAttrs = 1;
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([&] {
-      BENCH_CHECK(cudaLaunchKernelEx(&config, moveRowClusterKernel<kCluster>, reinterpret_cast<const uint4*>(gBuf.x),
-                                     reinterpret_cast<uint4*>(gBuf.r), reinterpret_cast<const uint4*>(gBuf.w),
-                                     reinterpret_cast<uint2*>(gBuf.q), vecs));
-    });
-    state.SetIterationTime(t);
-  }
-  report(state, t, 56.0 * static_cast<double>(M) * vecs, static_cast<std::size_t>(M) * vecs * 32);
+  timeRmsMove(state, [&] {
+    BENCH_CHECK(cudaLaunchKernelEx(&config, moveRowClusterKernel<kCluster>, reinterpret_cast<const uint4*>(gBuf.x),
+                                   reinterpret_cast<uint4*>(gBuf.r), reinterpret_cast<const uint4*>(gBuf.w),
+                                   reinterpret_cast<uint2*>(gBuf.q), kHidden / 8));
+  });
 }
 
 template <class Layout>
