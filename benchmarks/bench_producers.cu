@@ -11,7 +11,9 @@
 // interleaving (--benchmark_repetitions=3
 // --benchmark_enable_random_interleaving=true) and the tools read the medians.
 // move_bytes/... entries move each producer's bytes with no arithmetic: the
-// ceiling of its read:write mix in this harness.
+// ceiling of its read:write mix in this harness (in address order; RMSNorm's
+// also in its own row order, and in its small-M block-per-row shape, where
+// the cluster_k entries measure what a thread-block cluster per row costs).
 //
 // Counters per producer benchmark: us_per_call, GBps (bytes read + written per
 // second), vs_copy_bw (GBps / the faster large copy's GBps), vs_input_copy
@@ -44,6 +46,7 @@ using bench::expectOk;
 using bench::kLaunchesPerGraph;
 
 const index_t kHidden = 7168;
+static_assert(kHidden / 8 <= 1024, "the RMSNorm byte moves cover rows of up to 1024 16-byte vectors");
 const std::vector<index_t> kRows = {1, 2, 4, 8, 16, 32, 64, 128, 512, 2048, 8192, 16384, 65536};
 
 cudaStream_t gStream;
@@ -114,7 +117,7 @@ __global__ void __launch_bounds__(256) moveBytesInPlaceKernel(const uint4* a, ui
 
 /// RMSNorm quant's bytes moved in the order of its row-looping kernel: block b
 /// takes rows b, b + gridDim.x, ..., each thread kVecs 16-byte pieces of a
-/// row (v = i * blockDim.x + t), x and the residual read, the residual
+/// row (c = i * blockDim.x + t), x and the residual read, the residual
 /// written (in place, or to rOut), 8 bytes of fp8 written a piece; no
 /// arithmetic, no barrier.
 template <int kVecs>
@@ -141,59 +144,76 @@ __global__ void __launch_bounds__(256) moveRowsKernel(const uint4* x, const uint
   }
 }
 
-/// The first half of a small-M RMSNorm byte move for vector c of row m:
-/// x, the residual and the weight read (u, v, g; zero past the row), the
-/// residual written in place (:= x, real bf16 values).
-struct RowVectorMove {
+/// One thread's vector c of row m in the small-M RMSNorm byte moves: x, the
+/// residual and the weight (zero past the row).
+struct RowVector {
   uint4 u = make_uint4(0, 0, 0, 0), v = u, g = u;
-  __device__ RowVectorMove(const uint4* x, uint4* r, const uint4* w, index_t m, int c, int vecs) {
-    if (c < vecs) {
-      u = x[m * vecs + c];
-      v = r[m * vecs + c];
-      g = w[c];
-      r[m * vecs + c] = u;
-    }
+  /// 8 bytes of "fp8" folded from all 48 bytes read (so that no load is
+  /// narrowed or dropped) and `extra`.
+  __device__ uint2 fold(unsigned extra = 0) const {
+    return make_uint2(u.x ^ u.z ^ v.x ^ v.z ^ g.x ^ g.z ^ extra, u.y ^ u.w ^ v.y ^ v.w ^ g.y ^ g.w);
   }
-  /// 8 bytes of "fp8" from all three (so that no load is dead).
-  __device__ uint2 out(unsigned extra = 0) const { return make_uint2(u.x ^ v.y ^ g.z ^ extra, u.y ^ v.x ^ g.w); }
 };
+
+/// Reads vector c of row m (x, residual, weight) and writes the residual in
+/// place (:= x, so that it keeps real bf16 values); nothing past the row.
+__device__ __forceinline__ RowVector readRowVectorWriteResidual(const uint4* x, uint4* r, const uint4* w, index_t m,
+                                                                int c, int vecs) {
+  RowVector rv;
+  if (c < vecs) {
+    rv.u = x[m * vecs + c];
+    rv.v = r[m * vecs + c];
+    rv.g = w[c];
+    r[m * vecs + c] = rv.u;
+  }
+  return rv;
+}
 
 /// RMSNorm quant's bytes in its small-M shape (a block of 1024 threads per
 /// row, a 16-byte vector a thread): x, the residual and the weight read, the
-/// residual written in place and 8 bytes of fp8 a vector; with kBarrier one
-/// block barrier between the loads and the stores (the row reduction's
-/// place), no arithmetic otherwise.
+/// residual written in place and 8 bytes of fp8 a vector (the bytes counted
+/// leave the weight out, as the producer's do). With kBarrier, what the row
+/// reduction's exchange costs without its arithmetic: lane 0 of every warp
+/// publishes a value taken from its loads in shared memory, one block
+/// barrier, and every thread folds another warp's value into its stores.
 template <bool kBarrier>
 __global__ void __launch_bounds__(1024) moveRowBlockKernel(const uint4* x, uint4* r, const uint4* w, uint2* out8,
                                                            int vecs) {
+  __shared__ unsigned published[32];
   const index_t m = blockIdx.x;
   const int c = static_cast<int>(threadIdx.x);
-  const RowVectorMove mv(x, r, w, m, c, vecs);
-  if constexpr (kBarrier) __syncthreads();
-  if (c < vecs) out8[m * vecs + c] = mv.out();
+  const RowVector rv = readRowVectorWriteResidual(x, r, w, m, c, vecs);
+  unsigned extra = 0;
+  if constexpr (kBarrier) {
+    if (c % 32 == 0) published[c / 32] = rv.u.x ^ rv.v.y;
+    __syncthreads();
+    extra = published[(c / 32) ^ 1];
+  }
+  if (c < vecs) out8[m * vecs + c] = rv.fold(extra);
 }
 
 /// moveRowBlockKernel's row spread over a thread-block cluster of kCluster
 /// blocks (1024 / kCluster threads each): the same loads and stores, with
-/// the exchange a row split needs in between (each block publishes one
-/// float in shared memory, the cluster syncs, every block reads all of them
-/// through distributed shared memory, the cluster syncs again before exit).
+/// the exchange a row split needs in between (each block publishes a value
+/// taken from its loads in shared memory, the cluster syncs, every block
+/// reads all of them through distributed shared memory, the cluster syncs
+/// again so that no block exits while another still reads its memory).
 template <int kCluster>
 __global__ void __launch_bounds__(1024 / kCluster) moveRowClusterKernel(const uint4* x, uint4* r, const uint4* w,
                                                                         uint2* out8, int vecs) {
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
-  __shared__ float published;
+  __shared__ unsigned published;
   const index_t m = blockIdx.x / kCluster;
   const int c = static_cast<int>(cluster.block_rank()) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
-  const RowVectorMove mv(x, r, w, m, c, vecs);
-  if (threadIdx.x == 0) published = __uint_as_float(mv.u.x & 0x3FFFFFFFu);
+  const RowVector rv = readRowVectorWriteResidual(x, r, w, m, c, vecs);
+  if (threadIdx.x == 0) published = rv.u.x ^ rv.v.y;
   cluster.sync();
-  float total = 0.0f;
+  unsigned extra = 0;
 #pragma unroll
-  for (int k = 0; k < kCluster; ++k) total += *cluster.map_shared_rank(&published, k);
+  for (int k = 0; k < kCluster; ++k) extra ^= *cluster.map_shared_rank(&published, k);
   cluster.sync();
-  if (c < vecs) out8[m * vecs + c] = mv.out(__float_as_uint(total));
+  if (c < vecs) out8[m * vecs + c] = rv.fold(extra);
 }
 
 /// Device buffers sized for the largest case, reused by every benchmark.
@@ -742,8 +762,10 @@ void registerAll(bool quick) {
       benchmark::RegisterBenchmark("move_bytes/silu_clamp_quant", BM_MoveBytes<MoveKind::kSilu>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
   }
-  // RMSNorm's small-M shape without its arithmetic (h200_rmsnorm_row_order.txt, part 4)
+  // RMSNorm's small-M shape without its arithmetic, and what a cluster per
+  // row costs by itself (h200_rmsnorm_row_order.txt, part 4)
   for (index_t M : {1, 8, 64}) {
+    if (quick) break;
     benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/block_per_row", BM_MoveRowBlock<false>)
         ->Arg(M)->UseManualTime()->Iterations(3);
     benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/block_per_row/barrier", BM_MoveRowBlock<true>)

@@ -41,19 +41,21 @@ struct RmsNormQuantInput {
 /// runs). Rows of up to 1024 vectors (7168 and 8192 bf16 columns):
 ///   - M < kRowsMinRows: one block per row, 1024 threads of one vector (31
 ///     registers, two blocks per SM): the shortest chain of loads, reduction
-///     and stores. M <= 64: 2.7-2.9 us (256 x 4 looping: 3.6-3.7 us; a row
-///     per cluster of 4 or 7 blocks, not kept: 3.0-3.7 us); M = 512: 7.1 us
-///     against 7.7 for the rows kernel; M = 1024: 13.3 us for both.
+///     and stores. M <= 64: 2.6-3.0 us (256 x 4 looping: 3.6-3.7 us; a row
+///     per cluster of 2, 4 or 8 blocks, same bits, not kept: 2.7-3.6 us);
+///     M = 512: 7.1 us against 7.7 for the rows kernel; M = 1024: 13.3 us
+///     for both. Its time at small M is one warp's dependency chain, not
+///     the SM's issue rate (benchmarks/results/h200_rmsnorm_row_order.txt,
+///     parts 4-5).
 ///   - M >= kRowsMinRows: rmsNormQuantRowsKernel, 256 threads of 4 vectors
 ///     (on CUDA at most 128 registers: two blocks per SM), one wave of
 ///     blocks looping over the rows with the next row's loads in flight:
 ///     0.88 / 0.92x the copy bandwidth at M = 8192 / 65536, against 0.74 /
 ///     0.76x for a block per row (512 x 2 looping: 0.84 / 0.86x; 1024 x 1
-///     looping: 0.86 / 0.87x; 128 x 8: 0.64 / 0.67x). That is within 1-3% of
+///     looping: 0.86 / 0.87x; 128 x 8: 0.64 / 0.67x). That is within 1-4% of
 ///     what its row order moves with no arithmetic at all (0.91-0.93x);
 ///     rows staged in shared memory 1-5 rows ahead (cp.async, or the bulk
-///     copy engine) were no faster (benchmarks/results/
-///     h200_rmsnorm_row_order.txt).
+///     copy engine) were not better across M (same file, part 2).
 /// Longer rows, up to kMaxCols, run one block per row of 512 threads of 8
 /// vectors (128 registers: one block per SM).
 template <class In>
