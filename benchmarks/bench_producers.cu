@@ -591,22 +591,22 @@ __global__ void __launch_bounds__(256)
                                                                tileGroups, /*scalesEvictLast=*/false);
 }
 
-/// Launches tuneGroupTileKernel with the grid groupTileGrid would build for
-/// kElems-value slices, blocks of kThreads threads and a cap of kWaves x
-/// resident blocks (0: none), plain scale stores (the producers' default).
+/// Launches tuneGroupTileKernel on groupTileGrid's grid for blocks of
+/// kThreads threads and a cap of kWaves x resident blocks (0: none), plain
+/// scale stores (the producers' default).
 template <class Load, int kElems, int kDepth, int kWaves, class Layout, int kThreads = 256>
 void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix<E4M3FN>& q,
                          const ScaleView<float, Layout>& sv) {
   constexpr bool T = Layout::kColumnMajor;
+  static_assert(kElems == GroupTilePolicy<BFloat16>::kElems, "groupTileGrid tiles the policy's slices");
   const auto kernel = tuneGroupTileKernel<Load, kElems, kDepth, T>;
-  int tileRows = 0, tileGroups = 0;
-  detail::chooseTile<T>(kThreads / (128 / kElems), 8, M, G, tileRows, tileGroups);
-  const index_t rowTiles = (M + tileRows - 1) / tileRows, groupTiles = (G + tileGroups - 1) / tileGroups;
   int resident = 0;
-  BENCH_CHECK(detail::residentBlocks(&resident, kernel, kThreads));
-  const index_t blocksX = detail::rowTileBlocks(rowTiles, groupTiles, static_cast<index_t>(resident) * kWaves);
-  kernel<<<dim3(static_cast<unsigned>(blocksX), static_cast<unsigned>(groupTiles)), kThreads, 0, gStream>>>(
-      load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, tileRows, tileGroups);
+  if (kWaves > 0) BENCH_CHECK(detail::residentBlocks(&resident, kernel, kThreads));
+  dim3 grid;
+  int tileRows = 0, tileGroups = 0;
+  expectOk(detail::groupTileGrid<BFloat16, T>("tune", M, G, 128, kThreads, static_cast<index_t>(resident) * kWaves,
+                                              grid, tileRows, tileGroups));
+  kernel<<<grid, kThreads, 0, gStream>>>(load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, tileRows, tileGroups);
   BENCH_CHECK(cudaGetLastError());
 }
 
