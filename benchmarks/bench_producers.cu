@@ -54,6 +54,23 @@ cudaStream_t gStream;
 /// Seconds per call of `body` on gStream (bench_util.cuh).
 double timePerCall(const std::function<void()>& body) { return bench::timePerCall(gStream, body); }
 
+/// The timed loop of an entry: each iteration's time is `seconds()`;
+/// returns the last one (what the entry's counters report).
+template <class Seconds>
+double timeIterations(benchmark::State& state, const Seconds& seconds) {
+  double t = 0.0;
+  for (auto _ : state) {
+    t = seconds();
+    state.SetIterationTime(t);
+  }
+  return t;
+}
+
+/// timeIterations of timePerCall(call): `call` enqueues one call on gStream.
+double timeCalls(benchmark::State& state, const std::function<void()>& call) {
+  return timeIterations(state, [&] { return timePerCall(call); });
+}
+
 __global__ void emptyKernel() {}
 
 /// The bandwidth baseline next to cudaMemcpyAsync: 16-byte loads and stores,
@@ -86,8 +103,9 @@ __global__ void __launch_bounds__(256) copyKernel(const uint4* __restrict__ src,
 /// grids run row tiles fastest instead, an order that moved these same
 /// bytes 2.5-4.4% slower at M >= 8192 (benchmarks/results/
 /// h200_ab_grid_order_rmsnorm_bulk.txt), and RMSNorm quant's row loop
-/// moves its bytes 8% slower in its own order (h200_rmsnorm_row_order.txt),
-/// so the gap to this ceiling is part order, part arithmetic.
+/// order moves its bytes 8-10% slower (with a separate residual_out; written
+/// in place, address order loses more: h200_rmsnorm_row_order.txt), so the
+/// gap to this ceiling is part order, part arithmetic.
 enum class MoveKind { kGroup, kRms, kSilu };
 template <MoveKind kKind>
 __global__ void __launch_bounds__(256) moveBytesKernel(const uint4* __restrict__ a, const uint4* __restrict__ b,
@@ -106,7 +124,8 @@ __global__ void __launch_bounds__(256) moveBytesKernel(const uint4* __restrict__
 }
 
 /// kRms with the residual written in place (b := a, so that it keeps real bf16
-/// values), as RMSNorm quant does; in address order.
+/// values), as RMSNorm quant does; in address order. Its own kernel because
+/// moveBytesKernel's pointers are __restrict__ and these alias.
 __global__ void __launch_bounds__(256) moveBytesInPlaceKernel(const uint4* a, uint4* b, uint2* out8, std::size_t n) {
   const std::size_t t = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= n) return;
@@ -294,32 +313,22 @@ double timeLargeCopy(int kind) {
 /// so that it is the same for every entry whatever order they run in.
 void BM_CopyLarge(benchmark::State& state) {
   const std::size_t bytes = std::size_t{256} << 20;
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timeLargeCopy(static_cast<int>(state.range(0)));
-    state.SetIterationTime(t);
-  }
+  const double t = timeIterations(state, [&] { return timeLargeCopy(static_cast<int>(state.range(0))); });
   state.counters["GBps"] = 2.0 * static_cast<double>(bytes) / t * 1e-9;
   state.counters["us_per_call"] = t * 1e6;
 }
 
 void BM_EmptyKernel(benchmark::State& state) {
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([] { emptyKernel<<<1, 32, 0, gStream>>>(); });
-    state.SetIterationTime(t);
-  }
+  const double t = timeCalls(state, [] { emptyKernel<<<1, 32, 0, gStream>>>(); });
   state.counters["us_per_call"] = t * 1e6;
 }
 
 void BM_CopyInput(benchmark::State& state) {
   const std::size_t bytes = static_cast<std::size_t>(state.range(0)) * kHidden * 2;
-  double t = 0.0;
-  for (auto _ : state) {
+  const double t = timeIterations(state, [&] {
     gInputCopyTime.erase(bytes);
-    t = inputCopyTime(bytes);
-    state.SetIterationTime(t);
-  }
+    return inputCopyTime(bytes);
+  });
   state.counters["us_per_call"] = t * 1e6;
   state.counters["GBps"] = 2.0 * bytes / t * 1e-9;
   state.counters["M"] = static_cast<double>(state.range(0));
@@ -336,14 +345,10 @@ void BM_MoveBytes(benchmark::State& state) {
   const double bytesPerPiece = kKind == MoveKind::kGroup ? 48.0 : kKind == MoveKind::kRms ? 56.0 : 40.0;
   const auto* a = reinterpret_cast<const uint4*>(gBuf.x);
   const auto* b = reinterpret_cast<const uint4*>(gBuf.r);
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([&] {
-      moveBytesKernel<kKind><<<static_cast<unsigned>((n + 255) / 256), 256, 0, gStream>>>(
-          a, b, static_cast<uint4*>(gBuf.copyDst), reinterpret_cast<uint2*>(gBuf.q), n);
-    });
-    state.SetIterationTime(t);
-  }
+  const double t = timeCalls(state, [&] {
+    moveBytesKernel<kKind><<<static_cast<unsigned>((n + 255) / 256), 256, 0, gStream>>>(
+        a, b, static_cast<uint4*>(gBuf.copyDst), reinterpret_cast<uint2*>(gBuf.q), n);
+  });
   report(state, t, bytesPerPiece * static_cast<double>(n), n * 32);  // 32 input bytes a piece
 }
 
@@ -353,11 +358,7 @@ void BM_MoveBytes(benchmark::State& state) {
 template <class Launch>
 void timeRmsMove(benchmark::State& state, const Launch& launch) {
   const double vectors = static_cast<double>(state.range(0)) * (kHidden / 8);
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall(launch);
-    state.SetIterationTime(t);
-  }
+  const double t = timeCalls(state, launch);
   report(state, t, 56.0 * vectors, static_cast<std::size_t>(vectors) * 32);
 }
 
@@ -439,11 +440,7 @@ void flushL2() {
 }
 
 void BM_FlushL2(benchmark::State& state) {
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall(flushL2);
-    state.SetIterationTime(t);
-  }
+  const double t = timeCalls(state, flushL2);
   state.counters["us_per_call"] = t * 1e6;
 }
 
@@ -464,14 +461,10 @@ void BM_GroupQuant(benchmark::State& state) {
   const auto in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto sv = scaleView<Layout>(M, G);
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([&] {
-      expectOk(groupQuant<E4M3FN>(in, q, sv, opt, gStream).status());
-      if constexpr (kThenFlush) flushL2();
-    });
-    state.SetIterationTime(t);
-  }
+  const double t = timeCalls(state, [&] {
+    expectOk(groupQuant<E4M3FN>(in, q, sv, opt, gStream).status());
+    if constexpr (kThenFlush) flushL2();
+  });
   if constexpr (kThenFlush)
     reportThenFlush(state, t);
   else
@@ -502,14 +495,10 @@ void BM_RmsNormQuant(benchmark::State& state) {
   const RmsNormQuantInput<BFloat16> in = rmsInput(M);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto sv = scaleView<Layout>(M, G);
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([&] {
-      expectOk(rmsNormQuant<E4M3FN>(in, q, sv, opt, gStream).status());
-      if constexpr (kThenFlush) flushL2();
-    });
-    state.SetIterationTime(t);
-  }
+  const double t = timeCalls(state, [&] {
+    expectOk(rmsNormQuant<E4M3FN>(in, q, sv, opt, gStream).status());
+    if constexpr (kThenFlush) flushL2();
+  });
   // x and residual read, residual written, fp8 and scales written (weight: L2).
   // The residual accumulates x over the replays: magnitudes grow slowly and
   // stay finite, which keeps the data realistic for timing.
@@ -529,11 +518,7 @@ void BM_SiluClampQuant(benchmark::State& state) {
   const SiluClampInput<BFloat16> in{gBuf.x, M, I, 2 * I, 7.0f};
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, I, I};
   const auto sv = scaleView<Layout>(M, G);
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([&] { expectOk(siluClampQuant<E4M3FN>(in, q, sv, opt, gStream).status()); });
-    state.SetIterationTime(t);
-  }
+  const double t = timeCalls(state, [&] { expectOk(siluClampQuant<E4M3FN>(in, q, sv, opt, gStream).status()); });
   report(state, t, static_cast<double>(M) * I * 5 + M * G * 4.0, static_cast<std::size_t>(M * I * 4));
   state.counters["I"] = static_cast<double>(I);
 }
@@ -546,14 +531,10 @@ void BM_EmitThenMaterialize(benchmark::State& state) {
   const auto in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto rowView = rowMajorView(gBuf.sRow, M, G).value();
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([&] {
-      expectOk(groupQuant<E4M3FN>(in, q, rowView, opt, gStream).status());
-      expectOk(materialize(rowView, gBuf.s, M, gStream).status());
-    });
-    state.SetIterationTime(t);
-  }
+  const double t = timeCalls(state, [&] {
+    expectOk(groupQuant<E4M3FN>(in, q, rowView, opt, gStream).status());
+    expectOk(materialize(rowView, gBuf.s, M, gStream).status());
+  });
   report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
 }
 
@@ -567,17 +548,13 @@ void BM_TuneRmsNormBlock(benchmark::State& state) {
   const RmsNormQuantInput<BFloat16> in = rmsInput(M);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto sv = scaleView<RowMajor>(M, G);
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([&] {
-      if constexpr (kWaves == 0)
-        expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs>(in, q, sv, opt, E4M3FN::kMax, gStream));
-      else
-        expectOk(detail::launchRmsNormQuantRows<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax,
-                                                                                     gStream, kWaves));
-    });
-    state.SetIterationTime(t);
-  }
+  const double t = timeCalls(state, [&] {
+    if constexpr (kWaves == 0)
+      expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs>(in, q, sv, opt, E4M3FN::kMax, gStream));
+    else
+      expectOk(detail::launchRmsNormQuantRows<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax,
+                                                                                 gStream, kWaves));
+  });
   report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
 }
 
@@ -645,11 +622,8 @@ void BM_TuneGroupTile(benchmark::State& state) {
   const Load load = Case::load(M, N);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, N, N};
   const auto sv = scaleView<Layout>(M, G);
-  double t = 0.0;
-  for (auto _ : state) {
-    t = timePerCall([&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves, Layout, kThreads>(load, M, G, q, sv); });
-    state.SetIterationTime(t);
-  }
+  const double t =
+      timeCalls(state, [&] { launchTuneGroupTile<Load, kElems, kDepth, kWaves, Layout, kThreads>(load, M, G, q, sv); });
   report(state, t, static_cast<double>(M) * N * Case::kBytesPerValue + M * G * 4.0,
          static_cast<std::size_t>(M * N * Case::kInputBytesPerValue));
 }
