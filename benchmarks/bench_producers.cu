@@ -569,20 +569,19 @@ __global__ void __launch_bounds__(256)
 }
 
 /// Launches tuneGroupTileKernel on groupTileGrid's grid for blocks of
-/// kThreads threads and a cap of kWaves x resident blocks (0: none), plain
-/// scale stores (the producers' default).
+/// kThreads threads of kElems values and a cap of kWaves x resident blocks
+/// (0: none), plain scale stores (the producers' default).
 template <class Load, int kElems, int kDepth, int kWaves, class Layout, int kThreads = 256>
 void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix<E4M3FN>& q,
                          const ScaleView<float, Layout>& sv) {
   constexpr bool T = Layout::kColumnMajor;
-  static_assert(kElems == GroupTilePolicy<BFloat16>::kElems, "groupTileGrid tiles the policy's slices");
   const auto kernel = tuneGroupTileKernel<Load, kElems, kDepth, T>;
   int resident = 0;
   if (kWaves > 0) BENCH_CHECK(detail::residentBlocks(&resident, kernel, kThreads));
   dim3 grid;
   int tileRows = 0, tileGroups = 0;
-  expectOk(detail::groupTileGrid<BFloat16, T>("tune", M, G, 128, kThreads, static_cast<index_t>(resident) * kWaves,
-                                              grid, tileRows, tileGroups));
+  expectOk(detail::groupTileGrid<BFloat16, T>("tune", M, G, 128, kThreads, kElems,
+                                              static_cast<index_t>(resident) * kWaves, grid, tileRows, tileGroups));
   kernel<<<grid, kThreads, 0, gStream>>>(load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, tileRows, tileGroups);
   BENCH_CHECK(cudaGetLastError());
 }
@@ -647,10 +646,14 @@ void registerTuning() {
   reg("tune/group_quant/row_major/e16/d1/w2", BM_TuneGroupTile<Plain, 16, 1, 2, RowMajor>);
   reg("tune/group_quant/col_major/e16/d0", BM_TuneGroupTile<Plain, 16, 0, 0, ColMajor>);
   reg("tune/group_quant/col_major/e16/d1/w1", BM_TuneGroupTile<Plain, 16, 1, 1, ColMajor>);
-  // ... a block per tile of fewer threads (t64: 8 groups a block): more SMs at small M
+  // ... a block per tile of fewer threads (t64: 8 groups a block): more SMs at small M;
+  // e8: 8 values a thread (t128 e8: the small-grid kernel, 8 groups a block)
   reg("tune/group_quant/row_major/e16/d0/t128", BM_TuneGroupTile<Plain, 16, 0, 0, RowMajor, 128>);
   reg("tune/group_quant/row_major/e16/d0/t64", BM_TuneGroupTile<Plain, 16, 0, 0, RowMajor, 64>);
   reg("tune/group_quant/col_major/e16/d0/t64", BM_TuneGroupTile<Plain, 16, 0, 0, ColMajor, 64>);
+  reg("tune/group_quant/row_major/e8/d0/t128", BM_TuneGroupTile<Plain, 8, 0, 0, RowMajor, 128>);
+  reg("tune/group_quant/row_major/e8/d0/t64", BM_TuneGroupTile<Plain, 8, 0, 0, RowMajor, 64>);
+  reg("tune/group_quant/col_major/e8/d0/t128", BM_TuneGroupTile<Plain, 8, 0, 0, ColMajor, 128>);
   // SiLU-clamp, I = 2048 and 3072
   using Silu = detail::SiluClampLoad<BFloat16>;
   auto regSilu = [&](const char* name, auto fn) {
@@ -666,6 +669,9 @@ void registerTuning() {
   regSilu("tune/silu_clamp_quant/row_major/e16/d0/t64", BM_TuneGroupTile<Silu, 16, 0, 0, RowMajor, 64>);
   regSilu("tune/silu_clamp_quant/row_major/e16/d0/t32", BM_TuneGroupTile<Silu, 16, 0, 0, RowMajor, 32>);
   regSilu("tune/silu_clamp_quant/col_major/e16/d0/t64", BM_TuneGroupTile<Silu, 16, 0, 0, ColMajor, 64>);
+  regSilu("tune/silu_clamp_quant/row_major/e8/d0/t128", BM_TuneGroupTile<Silu, 8, 0, 0, RowMajor, 128>);
+  regSilu("tune/silu_clamp_quant/row_major/e8/d0/t64", BM_TuneGroupTile<Silu, 8, 0, 0, RowMajor, 64>);
+  regSilu("tune/silu_clamp_quant/col_major/e8/d0/t128", BM_TuneGroupTile<Silu, 8, 0, 0, ColMajor, 128>);
 }
 
 /// scale_store/...: the L2 policy of the scale stores (QuantOptions::

@@ -6,6 +6,10 @@
 #   sections, e.g. "SchedulerStats InstructionStats"), SOURCE=1: also the
 #   per-instruction table (SASS, executions, warp stall samples) of each
 #   profiled kernel as CSV, $OUT/ncu_<bench>_source.csv (ncu --page source).
+#   METRICS (comma-separated ncu metric names): also collect these, e.g.
+#   "dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread".
+# The benchmark binary runs its copy baseline first: KERNEL must not match
+# copyKernel.
 # (Google Benchmark appends "/iterations:3/manual_time" to every name, so end
 # a pattern with "/", not "$".)
 set -uo pipefail
@@ -17,6 +21,7 @@ for bench in ${PROFILE:-rmsnorm_quant/row_major/1/ group_quant/row_major/1/ grou
   extra=()
   for s in ${SECTIONS:-}; do extra+=(--section "$s"); done
   [ "${SOURCE:-0}" = 1 ] && extra+=(--section SourceCounters -f -o "$OUT/ncu_$name")
+  [ -n "${METRICS:-}" ] && extra+=(--metrics "$METRICS")
   timeout 120 ncu --clock-control none --cache-control none --graph-profiling node -k "${KERNEL:-regex:Quant|moveBytes}" -c 1 \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
     --section MemoryWorkloadAnalysis "${extra[@]}" \
@@ -28,5 +33,6 @@ for bench in ${PROFILE:-rmsnorm_quant/row_major/1/ group_quant/row_major/1/ grou
     ncu -i "$OUT/ncu_$name.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_${name}_source.csv" 2>&1
     rm -f "$OUT/ncu_$name.ncu-rep"
   fi
+  [ -n "${METRICS:-}" ] && grep -E "^\s+(${METRICS//,/|}) " "$OUT/ncu_$name.txt" | awk '{print "  " $1, $(NF-1), $NF}'
   grep -E "Duration|Elapsed Cycles|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|Stall|L2 Hit|Waves Per SM|Issue Slots|Issued Ipc|No Eligible|Executed Instructions " "$OUT/ncu_$name.txt" | head -30
 done

@@ -23,8 +23,8 @@ TEST(Platform, GridLimitsCountBlocksAndThreads) {
 // The group-tile launch picks a (rows x groups) tile per block; the kernel
 // finds a thread's (row, group) with a mask and a shift, so both edges must be
 // powers of two whose product is the block's slot count, for every shape.
-// Slot counts below 8 are the small-grid blocks of fp32 input (64 threads of
-// 16 lanes: 4 slots) and the benchmarks' 32-thread entries (2 and 1).
+// Slot counts below 8 are the small-grid blocks of fp32 input (128 threads of
+// 32 lanes: 4 slots) and the benchmarks' 32-thread entries (2 and 1).
 TEST(GroupTile, TilesArePowersOfTwoThatFillTheBlock) {
   auto isPow2 = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
   for (int slots : {1, 2, 4, 8, 16, 32, 64, 128})

@@ -19,9 +19,10 @@
 // (8 groups of one row: one 32-byte sector of row-major scales) or
 // column-major-friendly (8 rows of one group: one sector of [G][ld] scales),
 // chosen by TRANSPOSE_SCALE, so scale stores are whole sectors either way.
-// Grids with fewer blocks than the device has SMs (small M) run 64-thread
-// blocks instead (a quarter of the slices: 8 groups of 128 bf16), spreading
-// the tensor over more SMs.
+// Grids with fewer blocks than the device has SMs (small M) run 128-thread
+// blocks of one 16-byte vector a thread instead (8 groups of 128 bf16 a
+// block), spreading the tensor over more SMs and each group's work over
+// twice the lanes.
 #pragma once
 
 #include <cstdint>
@@ -81,18 +82,27 @@ struct GroupTilePolicy {
   ///   SiLU-clamp (57-63 registers looping, 40 not): a block per tile 0.84 /
   ///     0.90 / 1.01, loop 0.83 / 0.88 / 0.97.
   static constexpr int kLoopFreeMaxWaves = 2;
-  /// Blocks of kSmallGridThreads threads (a quarter of the tile's slices)
-  /// when a grid of kThreads-thread blocks would leave SMs without a block
-  /// (small M): the tile's loads, and SiLU-clamp's exponentials, spread over
-  /// 4x the SMs. H200, bf16, groups of 128, row-major, tune/ entries of
-  /// benchmarks/results/h200_bench_producers.json (medians of 3 interleaved
-  /// runs), 256 -> 64 threads at M = 1 / 8 / 64: SiLU-clamp 1.84 -> 1.81,
-  /// 2.17 -> 1.85, 2.25 -> 1.96 us (I = 2048) and 1.99 -> 1.94, 2.15 ->
-  /// 1.87, 2.24 -> 1.98 us (I = 3072); group quant 1.45 -> 1.43, 1.58 ->
-  /// 1.49, 1.72 -> 1.74 us (128 threads: 1.40, 1.48, 1.68, inside the
-  /// 0.05-0.1 us spread of these entries; 32 threads no better than 64).
-  /// fp32 input at groups of 128 gets 4 slices a block (not measured).
-  static constexpr int kSmallGridThreads = 64;
+  /// Blocks of kSmallGridThreads threads of kSmallGridElems values (one
+  /// 16-byte vector) a thread when a grid of kThreads-thread blocks would
+  /// leave SMs without a block (small M): the tile's loads spread over 4x
+  /// the SMs, and each group's arithmetic (SiLU-clamp's two MUFU operations
+  /// a value, the amax chain) over twice the lanes. H200, bf16, groups of 128
+  /// (benchmarks/results/h200_small_grid_slices.txt):
+  ///   - 256 threads of 16 values -> 64 threads of 16 (an earlier round):
+  ///     SiLU-clamp at M = 1 / 8 / 64: 1.84 -> 1.81, 2.17 -> 1.85, 2.25 ->
+  ///     1.96 us (I = 2048); group quant within 0.1 us either way.
+  ///   - 64 threads of 16 -> 128 threads of 8 (A/B of two builds, 3 rounds):
+  ///     SiLU-clamp row-major at M = 1 / 8 / 64: 1.80 -> 1.56, 1.85 -> 1.61,
+  ///     1.98 -> 1.75 us (I = 2048), 1.80 -> 1.55, 1.86 -> 1.62, 2.00 ->
+  ///     1.82 us (I = 3072), 5-14% at every M <= 128 in both layouts and
+  ///     with PDL; group quant 1.43 -> 1.39, 1.49 -> 1.45, 1.76 -> 1.75 us;
+  ///     M = 512 (not a small grid) unchanged. 64 threads of 8 values
+  ///     (tune/ entries): SiLU-clamp as fast at M <= 64, group quant slower
+  ///     at M = 64 (1.89 against 1.70 us).
+  /// Grids that fill the SMs keep 16 values a thread: 8-value slices were
+  /// slower there when measured (README, "Earlier").
+  static constexpr int kSmallGridThreads = 128;
+  static constexpr int kSmallGridElems = detail::kVecElems<In>;
   static constexpr int kGroupQuantWaves = 1;
   static constexpr int kGroupQuantDepth = 1;
   static_assert(kGroupQuantDepth > 0, "the capped-grid kernel loops");
@@ -268,38 +278,45 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
   }
 }
 
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kDepth>
+/// groupTile over x with kElems values a thread (GroupTilePolicy: kElems,
+/// or kSmallGridElems for small grids).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kDepth, int kElems>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     groupQuantKernel(GroupQuantInput<In> in, Fp8Matrix<Format> q,
                      ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps, int tileRows,
                      int tileGroups, bool scalesEvictLast) {
-  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, kDepth>(
+  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, kElems, kDepth>(
       PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale, fmax, eps, tileRows, tileGroups, scalesEvictLast);
 }
 
 /// groupQuantKernel for a rule and group size, in the form launchGroupTile
-/// takes: looping() (ring depth kGroupQuantDepth, for capped grids) and
-/// loopFree() (a block per row tile).
+/// takes: looping() (ring depth kGroupQuantDepth, for capped grids),
+/// loopFree() (a block per row tile) and smallGrid() (a block per row tile,
+/// kSmallGridElems values a thread).
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct GroupQuantKernelFor {
+  using Policy = GroupTilePolicy<In>;
   template <class Rule, int kGroup>
   struct Of {
     static auto looping() {
-      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kGroupQuantDepth>;
+      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, Policy::kGroupQuantDepth, Policy::kElems>;
     }
-    static auto loopFree() { return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, 0>; }
+    static auto loopFree() { return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, 0, Policy::kElems>; }
+    static auto smallGrid() {
+      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, 0, Policy::kSmallGridElems>;
+    }
   };
 };
 
-/// Grid and tile of a group-tile launch of `threads`-thread blocks:
-/// (row-tile blocks, group tiles), the row-tile axis capped by
-/// rowTileBlocks() at `targetBlocks` (<= 0: no cap); kInvalidShape past the
-/// grid limits.
+/// Grid and tile of a group-tile launch of `threads`-thread blocks of
+/// `elems` values a thread: (row-tile blocks, group tiles), the row-tile axis
+/// capped by rowTileBlocks() at `targetBlocks` (<= 0: no cap);
+/// kInvalidShape past the grid limits.
 template <class In, bool TRANSPOSE_SCALE>
-inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int groupSize, int threads,
+inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int groupSize, int threads, int elems,
                             index_t targetBlocks, dim3& grid, int& tileRows, int& tileGroups) {
   using Policy = GroupTilePolicy<In>;
-  const int slots = threads / (groupSize / Policy::kElems);
+  const int slots = threads / (groupSize / elems);
   chooseTile<TRANSPOSE_SCALE>(slots, Policy::kSectorScales, rows, groups, tileRows, tileGroups);
   const index_t rowTiles = (rows + tileRows - 1) / tileRows;
   const index_t groupTiles = (groups + tileGroups - 1) / tileGroups;
@@ -321,20 +338,21 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
 /// runs that kernel, a block per row tile; a larger one runs looping() on
 /// `residentWaves` x its resident blocks (occupancy queried once per kernel
 /// and device), each block looping over row tiles. A grid of fewer blocks
-/// than the device has SMs (SM count cached per device) runs
-/// GroupTilePolicy::kSmallGridThreads-thread blocks instead, with the tile
-/// that many slots hold.
+/// than the device has SMs (SM count cached per device) runs smallGrid():
+/// GroupTilePolicy::kSmallGridThreads-thread blocks of kSmallGridElems
+/// values a thread, with the tile that many slots hold.
 template <class In, bool TRANSPOSE_SCALE, template <class, int> class KernelFor, class... Args>
 Status launchGroupTile(const char* fn, index_t rows, index_t groups, const QuantOptions& opt, Stream stream,
                        int residentWaves, Args... args) {
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     using Kernels = KernelFor<decltype(rule), decltype(group)::value>;
-    constexpr int kThreads = GroupTilePolicy<In>::kThreads;
+    using Policy = GroupTilePolicy<In>;
+    constexpr int kThreads = Policy::kThreads;
     int threads = kThreads;
     dim3 grid;
     int tileRows = 0, tileGroups = 0;
-    if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, 0, grid, tileRows,
-                                                      tileGroups);
+    if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, Policy::kElems, 0,
+                                                      grid, tileRows, tileGroups);
         !s)
       return s;
     auto kernel = Kernels::loopFree();
@@ -346,20 +364,21 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, const Quant
       smallGrid = blocks < sms;
     }
     if (smallGrid) {
-      threads = GroupTilePolicy<In>::kSmallGridThreads;
-      if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, 0, grid, tileRows,
-                                                        tileGroups);
+      threads = Policy::kSmallGridThreads;
+      kernel = Kernels::smallGrid();
+      if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads,
+                                                        Policy::kSmallGridElems, 0, grid, tileRows, tileGroups);
           !s)
         return s;
     } else if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices) {
       int resident = 0;
       DeviceError e = residentBlocks(&resident, kernel, kThreads);
       if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
-      if (blocks > static_cast<index_t>(resident) * GroupTilePolicy<In>::kLoopFreeMaxWaves) {
+      if (blocks > static_cast<index_t>(resident) * Policy::kLoopFreeMaxWaves) {
         kernel = Kernels::looping();
         e = residentBlocks(&resident, kernel, kThreads);
         if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
-        if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads,
+        if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, Policy::kElems,
                                                           static_cast<index_t>(resident) * residentWaves, grid,
                                                           tileRows, tileGroups);
             !s)

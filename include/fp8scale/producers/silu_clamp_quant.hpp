@@ -95,25 +95,34 @@ struct SiluClampLoad {
   }
 };
 
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE>
+/// groupTile over silu(gate) * up with kElems values a thread
+/// (GroupTilePolicy: kElems, or kSmallGridElems for small grids).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
                          int tileRows, int tileGroups, bool scalesEvictLast) {
-  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kElems, /*kDepth: a block per tile*/ 0>(
+  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, kElems, /*kDepth: a block per tile*/ 0>(
       SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q, scale, fmax, eps, tileRows, tileGroups,
       scalesEvictLast);
 }
 
 /// siluClampQuantKernel for a rule and group size, in the form launchGroupTile
 /// takes. SiLU-clamp always runs a block per row tile (its launch passes no
-/// wave cap, so looping() is never chosen; it names the same kernel).
+/// wave cap, so looping() is never chosen; it names the same kernel);
+/// smallGrid() holds kSmallGridElems values a thread.
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct SiluClampQuantKernelFor {
+  using Policy = GroupTilePolicy<In>;
   template <class Rule, int kGroup>
   struct Of {
-    static auto loopFree() { return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE>; }
+    static auto loopFree() {
+      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, Policy::kElems>;
+    }
     static auto looping() { return loopFree(); }
+    static auto smallGrid() {
+      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, Policy::kSmallGridElems>;
+    }
   };
 };
 
