@@ -84,21 +84,25 @@ struct GroupTilePolicy {
   static constexpr int kLoopFreeMaxWaves = 2;
   /// Blocks of kSmallGridThreads threads of kSmallGridElems values (one
   /// 16-byte vector) a thread when a grid of kThreads-thread blocks would
-  /// leave SMs without a block (small M): the tile's loads spread over 4x
-  /// the SMs, and each group's arithmetic (SiLU-clamp's two MUFU operations
-  /// a value, the amax chain) over twice the lanes. H200, bf16, groups of 128
-  /// (benchmarks/results/h200_small_grid_slices.txt):
-  ///   - 256 threads of 16 values -> 64 threads of 16 (an earlier round):
-  ///     SiLU-clamp at M = 1 / 8 / 64: 1.84 -> 1.81, 2.17 -> 1.85, 2.25 ->
-  ///     1.96 us (I = 2048); group quant within 0.1 us either way.
-  ///   - 64 threads of 16 -> 128 threads of 8 (A/B of two builds, 3 rounds):
-  ///     SiLU-clamp row-major at M = 1 / 8 / 64: 1.80 -> 1.56, 1.85 -> 1.61,
-  ///     1.98 -> 1.75 us (I = 2048), 1.80 -> 1.55, 1.86 -> 1.62, 2.00 ->
-  ///     1.82 us (I = 3072), 5-14% at every M <= 128 in both layouts and
-  ///     with PDL; group quant 1.43 -> 1.39, 1.49 -> 1.45, 1.76 -> 1.75 us;
-  ///     M = 512 (not a small grid) unchanged. 64 threads of 8 values
-  ///     (tune/ entries): SiLU-clamp as fast at M <= 64, group quant slower
-  ///     at M = 64 (1.89 against 1.70 us).
+  /// leave SMs without a block (small M; on the H200 M <= 72 for group quant
+  /// at K = 7168, M <= 256 / 168 for SiLU-clamp at I = 2048 / 3072): the
+  /// tile's loads spread over 4x the SMs, and each group's arithmetic
+  /// (SiLU-clamp's two MUFU operations a value, the amax chain) over twice
+  /// the lanes. H200, bf16, groups of 128, row-major:
+  ///   - tune/ entries of benchmarks/results/h200_bench_producers.json (one
+  ///     run), 256 threads of 16 values -> 64 of 16 -> 128 of 8 at M = 1 /
+  ///     8 / 64: SiLU-clamp 1.83 -> 1.81 -> 1.57, 2.11 -> 1.85 -> 1.63,
+  ///     2.19 -> 1.97 -> 1.77 us (I = 2048), 2.05 -> 1.81 -> 1.57, 2.12 ->
+  ///     1.88 -> 1.61, 2.23 -> 2.00 -> 1.86 us (I = 3072); group quant 1.48
+  ///     -> 1.44 -> 1.42, 1.55 -> 1.50 -> 1.46, 1.75 -> 1.74 -> 1.72 us.
+  ///     64 threads of 8: SiLU-clamp 0-4% slower than 128 of 8, group quant
+  ///     at M = 64 1.92 us.
+  ///   - A/B of the producers, 64 threads of 16 -> 128 of 8, two builds in
+  ///     alternating runs (benchmarks/results/h200_small_grid_slices.txt,
+  ///     means of 3 rounds' medians): SiLU-clamp 5-14% faster at every
+  ///     benchmarked M <= 128 in both layouts and with PDL (row-major M = 1:
+  ///     1.80 -> 1.55 us); group quant 1-4% faster at M <= 8 and within 2%
+  ///     above (one entry 2.2% slower); M = 512 (not a small grid) unchanged.
   /// Grids that fill the SMs keep 16 values a thread: 8-value slices were
   /// slower there when measured (README, "Earlier").
   static constexpr int kSmallGridThreads = 128;
