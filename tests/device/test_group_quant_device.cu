@@ -47,9 +47,11 @@ TYPED_TEST(GroupQuantDevice, TransposedEmitMatchesMaterializedAndHostReferenceBi
     for (index_t K : {128, 512, 2304, 7168}) runGroupQuantCase<TypeParam>(M, K, 128, static_cast<unsigned>(M * 31 + K));
 }
 
+// Groups of 32 and 64 on both launch shapes: small grids (fewer blocks than
+// SMs: one 16-byte vector a thread) and M = 1000 (256-thread blocks of two).
 TYPED_TEST(GroupQuantDevice, SmallerGroupsFollowTheSameContract) {
   for (int groupSize : {32, 64})
-    for (index_t M : {1, 3, 17})
+    for (index_t M : {1, 3, 17, 1000})
       for (index_t K : {512, 2304}) runGroupQuantCase<TypeParam>(M, K, groupSize, static_cast<unsigned>(M + K));
 }
 
@@ -82,7 +84,7 @@ TEST_F(GroupQuantDeviceShapes, HeadMajorInputEqualsItsDenseCopy) {
 // sglang's DeepSeek o_proj input: the batched attention output [H, M, D]
 // viewed as [M, H, D] (tokenStride = D, headStride = M * D), no copy.
 TEST_F(GroupQuantDeviceShapes, TransposedHeadMajorInputEqualsItsDenseCopy) {
-  for (index_t M : {1, 17, 129}) {
+  for (index_t M : {1, 17, 129, 1000}) {  // 1000: the 256-thread kernel, two vectors a thread
     const index_t H = 16, D = 128, K = H * D;
     const auto hmd = makeActivations<BFloat16>(H * M, D, D, static_cast<unsigned>(M), 448.0f);  // [H, M, D]
     std::vector<BFloat16> dense(M * K);
@@ -147,8 +149,9 @@ TEST_F(GroupQuantDeviceShapes, BadArgumentsAreRefusedByNameAndNothingRuns) {
            ScaleView<float, ColMajor>::fromValidated(ds.get(), M, 4, ColMajor{M - 1}), opt);
   EXPECT_EQ(st.code(), StatusCode::kLdTooSmall);
   EXPECT_STREQ(st.argument(), "scale");
-  // An output pointer with another alignment than the input's (off the
-  // 16-byte fp8 store of a thread's 16 bf16 values).
+  // An output pointer with another alignment than the input's: refused by
+  // contract at any M (q must allow the widest per-thread store, 16 bytes for
+  // 16-bit input, though this small shape would run 8-byte stores).
   st = run(GroupQuantInput<BFloat16>::matrix(dx.get(), M, K, K), Fp8Matrix<E4M3FN>{dq.get() + 8, M, K, K}, sv, opt);
   EXPECT_EQ(st.code(), StatusCode::kMisaligned);
   EXPECT_STREQ(st.argument(), "q");

@@ -13,35 +13,51 @@ template <class C>
 class SiluClampQuantDevice : public DeviceTest {};
 TYPED_TEST_SUITE(SiluClampQuantDevice, AllCombos, ComboNames);
 
-TYPED_TEST(SiluClampQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWithinOneStep) {
-  using C = TypeParam;
+/// One SiLU-clamp case: the TRANSPOSE_SCALE contract, and the host
+/// reference's fp8 and scales tallied into `tally`.
+template <class C>
+void runSiluCase(index_t M, index_t I, int groupSize, FusedTally& tally) {
   using In = typename C::In;
   using Format = typename C::Format;
+  const float limit = (M + I) % 2 ? 7.0f : 0.0f;  // clamped and unclamped runs
+  SCOPED_TRACE(::testing::Message() << "M=" << M << " I=" << I << " group=" << groupSize << " limit=" << limit);
+  const auto x = makeActivations<In>(M, 2 * I, 2 * I, static_cast<unsigned>(M * 7 + I + groupSize), 8.0f);
+  DeviceBuffer<In> dx(x.size() + 8);
+  auto padded = x;
+  padded.resize(x.size() + 8, fromF<In>(0.0f));
+  dx.upload(padded);
+  QuantOptions opt;
+  opt.rule = C::kRule;
+  opt.groupSize = groupSize;
+  const SiluClampInput<In> in{dx.get(), M, I, 2 * I, limit};
+  const ContractOutput got = checkTransposeContract<Format>(M, I, groupSize, contractLd(M), [&](auto q, auto scale) {
+    return siluClampQuant<Format>(in, q, scale, opt, nullptr);
+  });
+  const index_t G = I / groupSize;
+  std::vector<std::uint8_t> q(M * I);
+  std::vector<float> s(M * G);
+  const SiluClampInput<In> hostIn{x.data(), M, I, 2 * I, limit};
+  ASSERT_TRUE((reference::siluClampQuant<Format, typename C::Rule>(hostIn, Fp8Matrix<Format>{q.data(), M, I, I},
+                                                                   rowMajorView(s.data(), M, G).value(), groupSize)));
+  if (got.q.size() == q.size()) tallyFused<Format, typename C::Rule>(got, q, s, tally, kSiluMaxScaleRel);
+}
+
+TYPED_TEST(SiluClampQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWithinOneStep) {
   FusedTally tally;
   for (index_t M : kContractRows)
-    for (index_t I : {128, 512, 2304, 7168}) {
-      const float limit = (M + I) % 2 ? 7.0f : 0.0f;  // clamped and unclamped runs
-      SCOPED_TRACE(::testing::Message() << "M=" << M << " I=" << I << " limit=" << limit);
-      const auto x = makeActivations<In>(M, 2 * I, 2 * I, static_cast<unsigned>(M * 7 + I), 8.0f);
-      DeviceBuffer<In> dx(x.size() + 8);
-      auto padded = x;
-      padded.resize(x.size() + 8, fromF<In>(0.0f));
-      dx.upload(padded);
-      QuantOptions opt;
-      opt.rule = C::kRule;
-      const SiluClampInput<In> in{dx.get(), M, I, 2 * I, limit};
-      const ContractOutput got = checkTransposeContract<Format>(M, I, 128, contractLd(M), [&](auto q, auto scale) {
-        return siluClampQuant<Format>(in, q, scale, opt, nullptr);
-      });
-      std::vector<std::uint8_t> q(M * I);
-      std::vector<float> s(M * (I / 128));
-      const SiluClampInput<In> hostIn{x.data(), M, I, 2 * I, limit};
-      ASSERT_TRUE((reference::siluClampQuant<Format, typename C::Rule>(hostIn, Fp8Matrix<Format>{q.data(), M, I, I},
-                                                                       rowMajorView(s.data(), M, I / 128).value(),
-                                                                       128)));
-      if (got.q.size() == q.size()) tallyFused<Format, typename C::Rule>(got, q, s, tally, kSiluMaxScaleRel);
-    }
-  tally.print(ComboNames::GetName<C>(0).c_str());
+    for (index_t I : {128, 512, 2304, 7168}) runSiluCase<TypeParam>(M, I, 128, tally);
+  tally.print(ComboNames::GetName<TypeParam>(0).c_str());
+  expectFractionsWithinBounds(tally);
+}
+
+// Groups of 32 and 64 on both launch shapes: small grids (fewer blocks than
+// SMs: one 16-byte vector a thread) and M = 1000 (256-thread blocks of two).
+TYPED_TEST(SiluClampQuantDevice, SmallerGroupsFollowTheSameContract) {
+  FusedTally tally;
+  for (int groupSize : {32, 64})
+    for (index_t M : {1, 17, 1000})
+      for (index_t I : {512, 2304}) runSiluCase<TypeParam>(M, I, groupSize, tally);
+  tally.print((ComboNames::GetName<TypeParam>(0) + " groups 32/64").c_str());
   expectFractionsWithinBounds(tally);
 }
 

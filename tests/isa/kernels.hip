@@ -42,7 +42,7 @@ template __global__ void fp8scale::detail::materializeKernel<std::uint8_t, fp8sc
 // Every producer instantiation: each launcher instantiates its kernels for
 // both scale rules and the three group sizes, so these 12 launcher
 // instantiations per producer cover input type x format x rule x group size x
-// TRANSPOSE_SCALE (216 kernels).
+// TRANSPOSE_SCALE x launch shape (576 producer kernels, 806 with the rest).
 #include <fp8scale/producers/group_quant.hpp>
 #include <fp8scale/producers/rmsnorm_quant.hpp>
 #include <fp8scale/producers/silu_clamp_quant.hpp>

@@ -104,9 +104,12 @@ struct GroupTilePolicy {
   ///     1.80 -> 1.55 us); group quant 1-4% faster at M <= 8 and within 2%
   ///     above (one entry 2.2% slower); M = 512 (not a small grid) unchanged.
   /// Grids that fill the SMs keep 16 values a thread: 8-value slices were
-  /// slower there when measured (README, "Earlier").
+  /// slower there when measured (README, "Earlier"). fp16 behaves as bf16;
+  /// fp32 input (4 values a thread, a whole warp per group of 128) was not
+  /// measured.
   static constexpr int kSmallGridThreads = 128;
   static constexpr int kSmallGridElems = detail::kVecElems<In>;
+  static_assert(kSmallGridThreads <= kThreads, "the kernels' __launch_bounds__ is kThreads");
   static constexpr int kGroupQuantWaves = 1;
   static constexpr int kGroupQuantDepth = 1;
   static_assert(kGroupQuantDepth > 0, "the capped-grid kernel loops");
@@ -466,7 +469,8 @@ Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8M
 /// @tparam In      float, BFloat16 or Float16
 /// @param in     x[M, K] or x[M, H, D]; x, row and head strides 16-byte aligned
 /// @param q      fp8 output [M, K], row stride q.ld; pointer and ld aligned to
-///               the per-thread store (16 bytes for 16-bit inputs, 8 for fp32)
+///               the widest per-thread store (16 bytes for 16-bit inputs, 8
+///               for fp32), at every M
 /// @param scale  (M, K / groupSize) view of device memory
 /// @return the QuantizedTensor {q, scale}: the producer's own buffers, no copy.
 /// Errors (nothing is launched): kUnsupportedGroupSize, kInvalidShape (K % group,
