@@ -24,7 +24,7 @@ for bench in ${PROFILE:-rmsnorm_quant/row_major/1/ group_quant/row_major/1/ grou
   [ -n "${METRICS:-}" ] && extra+=(--metrics "$METRICS")
   timeout 120 ncu --clock-control none --cache-control none --graph-profiling node -k "${KERNEL:-regex:Quant|moveBytes}" -c 1 \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
-    --section MemoryWorkloadAnalysis "${extra[@]}" \
+    --section MemoryWorkloadAnalysis ${extra[@]+"${extra[@]}"} \
     .devbin/bench_producers --benchmark_filter="$bench" > "$OUT/ncu_$name.txt" 2>&1
   echo "== $bench (exit $?)"
   if [ "${SOURCE:-0}" = 1 ]; then
