@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -213,5 +214,36 @@ ContractOutput checkTransposeContract(index_t M, index_t K, int groupSize, index
 /// ld of the column-major run: exactly M for even M, align(M, 4) for odd M,
 /// so both consumer conventions are covered across the M list.
 inline index_t contractLd(index_t M) { return M % 2 ? alignUp(M, 4) : M; }
+
+/// The rows just below and at the group-tile producers' small-grid boundary
+/// on this device, for `groups` groups of `groupSize` `In` values a row: the
+/// largest M whose full-size grid (GroupTilePolicy::kThreads-thread blocks of
+/// kElems values) has fewer blocks than the device has SMs, so that the
+/// launcher runs the small-grid kernel, and M + 1, which runs the full-size
+/// one; for each scale layout (their tiles differ), deduplicated. Taken from
+/// the device, so the boundary is tested whatever its SM count.
+template <class In>
+std::vector<index_t> smallGridBoundaryRows(index_t groups, int groupSize) {
+  int sms = 0, device = 0;
+  EXPECT_EQ(detail::cachedSmCount(&sms, &device), kDeviceSuccess);
+  std::vector<index_t> rows;
+  auto blocks = [&](auto transpose, index_t M) {
+    dim3 grid;
+    int tileRows = 0, tileGroups = 0;
+    EXPECT_TRUE((detail::groupTileGrid<In, decltype(transpose)::value>(
+        "test", M, groups, groupSize, GroupTilePolicy<In>::kThreads, GroupTilePolicy<In>::kElems, 0, grid, tileRows,
+        tileGroups)));
+    return static_cast<index_t>(grid.x) * grid.y;
+  };
+  auto add = [&](auto transpose) {
+    index_t M = 1;
+    while (blocks(transpose, M + 1) < sms) ++M;
+    for (index_t r : {M, M + 1})
+      if (std::find(rows.begin(), rows.end(), r) == rows.end()) rows.push_back(r);
+  };
+  add(std::false_type{});
+  add(std::true_type{});
+  return rows;
+}
 
 }  // namespace fp8scale::test

@@ -55,6 +55,16 @@ TYPED_TEST(GroupQuantDevice, SmallerGroupsFollowTheSameContract) {
       for (index_t K : {512, 2304}) runGroupQuantCase<TypeParam>(M, K, groupSize, static_cast<unsigned>(M + K));
 }
 
+// Both launch shapes on either side of the small-grid boundary of this
+// device (the launcher picks by the device's SM count), at K = 7168 and at
+// groups of 128 and 32.
+TYPED_TEST(GroupQuantDevice, BothSidesOfTheSmallGridBoundary) {
+  using In = typename TypeParam::In;
+  for (int groupSize : {128, 32})
+    for (index_t M : smallGridBoundaryRows<In>(7168 / groupSize, groupSize))
+      runGroupQuantCase<TypeParam>(M, 7168, groupSize, static_cast<unsigned>(M * 3 + groupSize));
+}
+
 class GroupQuantDeviceShapes : public DeviceTest {};
 
 // The MLA o_proj input: [M, H, D] with padded token and head strides.

@@ -61,6 +61,17 @@ TYPED_TEST(SiluClampQuantDevice, SmallerGroupsFollowTheSameContract) {
   expectFractionsWithinBounds(tally);
 }
 
+// Both launch shapes on either side of the small-grid boundary of this
+// device (the launcher picks by the device's SM count), at I = 2048.
+TYPED_TEST(SiluClampQuantDevice, BothSidesOfTheSmallGridBoundary) {
+  FusedTally tally;
+  for (int groupSize : {128, 32})
+    for (index_t M : smallGridBoundaryRows<typename TypeParam::In>(2048 / groupSize, groupSize))
+      runSiluCase<TypeParam>(M, 2048, groupSize, tally);
+  tally.print((ComboNames::GetName<TypeParam>(0) + " small-grid boundary").c_str());
+  expectFractionsWithinBounds(tally);
+}
+
 class SiluClampQuantDeviceShapes : public DeviceTest {};
 
 TEST_F(SiluClampQuantDeviceShapes, SiluRefusesShortRowsAndPartialGroups) {
