@@ -451,24 +451,42 @@ void reportThenFlush(benchmark::State& state, double seconds) {
   state.counters["M"] = static_cast<double>(state.range(0));
 }
 
-template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal,
-          bool kThenFlush = false>
-void BM_GroupQuant(benchmark::State& state) {
-  const index_t M = state.range(0), K = kHidden, G = K / 128;
+/// The options of a producer entry: PDL or not, and the scale-store policy.
+template <bool kPdl, ScaleStorePolicy kStore>
+QuantOptions producerOptions() {
   QuantOptions opt;
   opt.programmaticLaunch = kPdl;
   opt.scaleStore = kStore;
-  const auto in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
-  const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
-  const auto sv = scaleView<Layout>(M, G);
+  return opt;
+}
+
+/// Times a producer entry: `call` enqueues one producer call on gStream.
+/// kThenFlush: each timed call is followed by flushL2() and reported by
+/// reportThenFlush; otherwise reported as `bytes` moved and `inputBytes`
+/// read (report).
+template <bool kThenFlush, class Call>
+void timeProducer(benchmark::State& state, const Call& call, double bytes, std::size_t inputBytes) {
   const double t = timeCalls(state, [&] {
-    expectOk(groupQuant<E4M3FN>(in, q, sv, opt, gStream).status());
+    call();
     if constexpr (kThenFlush) flushL2();
   });
   if constexpr (kThenFlush)
     reportThenFlush(state, t);
   else
-    report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
+    report(state, t, bytes, inputBytes);
+}
+
+template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal,
+          bool kThenFlush = false>
+void BM_GroupQuant(benchmark::State& state) {
+  const index_t M = state.range(0), K = kHidden, G = K / 128;
+  const QuantOptions opt = producerOptions<kPdl, kStore>();
+  const auto in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
+  const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
+  const auto sv = scaleView<Layout>(M, G);
+  timeProducer<kThenFlush>(
+      state, [&] { expectOk(groupQuant<E4M3FN>(in, q, sv, opt, gStream).status()); },
+      static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
 }
 
 /// RMSNorm quant of the first M rows of x, K = 7168, with the residual (updated
@@ -489,37 +507,28 @@ template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStoreP
           bool kThenFlush = false>
 void BM_RmsNormQuant(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
-  QuantOptions opt;
-  opt.programmaticLaunch = kPdl;
-  opt.scaleStore = kStore;
+  const QuantOptions opt = producerOptions<kPdl, kStore>();
   const RmsNormQuantInput<BFloat16> in = rmsInput(M);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto sv = scaleView<Layout>(M, G);
-  const double t = timeCalls(state, [&] {
-    expectOk(rmsNormQuant<E4M3FN>(in, q, sv, opt, gStream).status());
-    if constexpr (kThenFlush) flushL2();
-  });
   // x and residual read, residual written, fp8 and scales written (weight: L2).
   // The residual accumulates x over the replays: magnitudes grow slowly and
   // stay finite, which keeps the data realistic for timing.
-  if constexpr (kThenFlush)
-    reportThenFlush(state, t);
-  else
-    report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0,
-           static_cast<std::size_t>(M * K * 4));
+  timeProducer<kThenFlush>(
+      state, [&] { expectOk(rmsNormQuant<E4M3FN>(in, q, sv, opt, gStream).status()); },
+      static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
 }
 
 template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal>
 void BM_SiluClampQuant(benchmark::State& state) {
   const index_t M = state.range(0), I = state.range(1), G = I / 128;
-  QuantOptions opt;
-  opt.programmaticLaunch = kPdl;
-  opt.scaleStore = kStore;
+  const QuantOptions opt = producerOptions<kPdl, kStore>();
   const SiluClampInput<BFloat16> in{gBuf.x, M, I, 2 * I, 7.0f};
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, I, I};
   const auto sv = scaleView<Layout>(M, G);
-  const double t = timeCalls(state, [&] { expectOk(siluClampQuant<E4M3FN>(in, q, sv, opt, gStream).status()); });
-  report(state, t, static_cast<double>(M) * I * 5 + M * G * 4.0, static_cast<std::size_t>(M * I * 4));
+  timeProducer<false>(
+      state, [&] { expectOk(siluClampQuant<E4M3FN>(in, q, sv, opt, gStream).status()); },
+      static_cast<double>(M) * I * 5 + M * G * 4.0, static_cast<std::size_t>(M * I * 4));
   state.counters["I"] = static_cast<double>(I);
 }
 
