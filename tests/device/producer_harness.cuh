@@ -218,8 +218,8 @@ inline index_t contractLd(index_t M) { return M % 2 ? alignUp(M, 4) : M; }
 /// The rows just below and at the group-tile producers' small-grid boundary
 /// on this device, for `groups` groups of `groupSize` `In` values a row: the
 /// largest M whose full-size grid (GroupTilePolicy::kThreads-thread blocks of
-/// kElems values) has fewer blocks than the device has SMs, so that the
-/// launcher runs the small-grid kernel, and M + 1, which runs the full-size
+/// kElems values) is small by detail::isSmallGroupTileGrid, the launcher's
+/// own rule, so that it runs the small-grid kernel, and M + 1, which runs the full-size
 /// one; for each scale layout (their tiles differ), deduplicated. Taken from
 /// the device, so the boundary is tested whatever its SM count.
 template <class In>
@@ -237,7 +237,7 @@ std::vector<index_t> smallGridBoundaryRows(index_t groups, int groupSize) {
   };
   auto add = [&](auto transpose) {
     index_t M = 1;
-    while (blocks(transpose, M + 1) < sms) ++M;
+    while (detail::isSmallGroupTileGrid(blocks(transpose, M + 1), sms)) ++M;
     for (index_t r : {M, M + 1})
       if (std::find(rows.begin(), rows.end(), r) == rows.end()) rows.push_back(r);
   };

@@ -297,23 +297,31 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
 }
 
 /// groupQuantKernel for a rule and group size, in the form launchGroupTile
-/// takes: looping() (ring depth kGroupQuantDepth, for capped grids),
-/// loopFree() (a block per row tile) and smallGrid() (a block per row tile,
-/// kSmallGridElems values a thread).
+/// takes, for kElems values a thread (the launcher sizes each grid with the
+/// kElems it names the kernel by, so a slice width is written once per path):
+/// looping<kElems>() (ring depth kGroupQuantDepth, for capped grids) and
+/// loopFree<kElems>() (a block per row tile; the small-grid kernel too, with
+/// GroupTilePolicy::kSmallGridElems).
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct GroupQuantKernelFor {
-  using Policy = GroupTilePolicy<In>;
   template <class Rule, int kGroup>
   struct Of {
+    template <int kElems>
     static auto looping() {
-      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, Policy::kGroupQuantDepth, Policy::kElems>;
+      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kGroupQuantDepth,
+                               kElems>;
     }
-    static auto loopFree() { return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, 0, Policy::kElems>; }
-    static auto smallGrid() {
-      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, 0, Policy::kSmallGridElems>;
+    template <int kElems>
+    static auto loopFree() {
+      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, 0, kElems>;
     }
   };
 };
+
+/// Whether launchGroupTile runs a grid of `blocks` blocks of
+/// GroupTilePolicy::kThreads threads as a small grid on a device of `sms`
+/// SMs: some SMs would get no block.
+constexpr bool isSmallGroupTileGrid(index_t blocks, int sms) { return blocks < sms; }
 
 /// Grid and tile of a group-tile launch of `threads`-thread blocks of
 /// `elems` values a thread: (row-tile blocks, group tiles), the row-tile axis
@@ -341,13 +349,14 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
 /// dispatch to KernelFor<Rule, kGroup>, then grid, tile and kernel, called
 /// with (args..., eps, tileRows, tileGroups, scalesEvictLast). A grid of at most
 /// GroupTilePolicy::kLoopFreeMaxWaves x the blocks the device runs at once
-/// of KernelFor's loopFree() kernel (or any grid when `residentWaves` <= 0)
-/// runs that kernel, a block per row tile; a larger one runs looping() on
-/// `residentWaves` x its resident blocks (occupancy queried once per kernel
-/// and device), each block looping over row tiles. A grid of fewer blocks
-/// than the device has SMs (SM count cached per device) runs smallGrid():
-/// GroupTilePolicy::kSmallGridThreads-thread blocks of kSmallGridElems
-/// values a thread, with the tile that many slots hold.
+/// of KernelFor's loopFree<kElems>() kernel (or any grid when `residentWaves`
+/// <= 0) runs that kernel, a block per row tile; a larger one runs
+/// looping<kElems>() on `residentWaves` x its resident blocks (occupancy
+/// queried once per kernel and device), each block looping over row tiles. A
+/// small grid (isSmallGroupTileGrid; SM count cached per device) runs
+/// loopFree<kSmallGridElems>() in GroupTilePolicy::kSmallGridThreads-thread
+/// blocks, with the tile that many slots hold. The values a thread given to
+/// each kernel are the ones its grid is sized with.
 template <class In, bool TRANSPOSE_SCALE, template <class, int> class KernelFor, class... Args>
 Status launchGroupTile(const char* fn, index_t rows, index_t groups, const QuantOptions& opt, Stream stream,
                        int residentWaves, Args... args) {
@@ -362,17 +371,17 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, const Quant
                                                       grid, tileRows, tileGroups);
         !s)
       return s;
-    auto kernel = Kernels::loopFree();
+    auto kernel = Kernels::template loopFree<Policy::kElems>();
     const index_t blocks = static_cast<index_t>(grid.x) * grid.y;
     bool smallGrid = false;  // fewer blocks than SMs: smaller blocks, more SMs
     if (blocks < kSmallGridQueryBlocks) {
       int sms = 0, device = 0;
       if (const DeviceError e = cachedSmCount(&sms, &device); e != kDeviceSuccess) return Status::fromDevice(fn, e);
-      smallGrid = blocks < sms;
+      smallGrid = isSmallGroupTileGrid(blocks, sms);
     }
     if (smallGrid) {
       threads = Policy::kSmallGridThreads;
-      kernel = Kernels::smallGrid();
+      kernel = Kernels::template loopFree<Policy::kSmallGridElems>();
       if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads,
                                                         Policy::kSmallGridElems, 0, grid, tileRows, tileGroups);
           !s)
@@ -382,7 +391,7 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, const Quant
       DeviceError e = residentBlocks(&resident, kernel, kThreads);
       if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
       if (blocks > static_cast<index_t>(resident) * Policy::kLoopFreeMaxWaves) {
-        kernel = Kernels::looping();
+        kernel = Kernels::template looping<Policy::kElems>();
         e = residentBlocks(&resident, kernel, kThreads);
         if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
         if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, Policy::kElems,

@@ -108,20 +108,20 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
 }
 
 /// siluClampQuantKernel for a rule and group size, in the form launchGroupTile
-/// takes. SiLU-clamp always runs a block per row tile (its launch passes no
-/// wave cap, so looping() is never chosen; it names the same kernel);
-/// smallGrid() holds kSmallGridElems values a thread.
+/// takes (GroupQuantKernelFor: kElems values a thread). SiLU-clamp always
+/// runs a block per row tile: its launch passes no wave cap, so looping() is
+/// never chosen, and it names the same kernel.
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct SiluClampQuantKernelFor {
-  using Policy = GroupTilePolicy<In>;
   template <class Rule, int kGroup>
   struct Of {
+    template <int kElems>
     static auto loopFree() {
-      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, Policy::kElems>;
+      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kElems>;
     }
-    static auto looping() { return loopFree(); }
-    static auto smallGrid() {
-      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, Policy::kSmallGridElems>;
+    template <int kElems>
+    static auto looping() {
+      return loopFree<kElems>();
     }
   };
 };
