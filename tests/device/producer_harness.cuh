@@ -111,15 +111,15 @@ inline int fp8Ordinal(std::uint8_t b) {
   return (b & 0x80) ? -mag : mag;
 }
 
-/// Compares fused-producer output with the host reference: every element
-/// within one fp8 step, NaN where the reference has NaN. Returns the number of
-/// elements that differ at all.
+/// Compares n fused-producer fp8 values with the host reference's: every
+/// element within one fp8 step, NaN where the reference has NaN. Returns the
+/// number of elements that differ at all; beyondOneStep counts the rest.
 template <class Format>
-std::size_t countFp8StepDiffs(const std::vector<std::uint8_t>& dev, const std::vector<std::uint8_t>& ref,
+std::size_t countFp8StepDiffs(const std::uint8_t* dev, const std::uint8_t* ref, std::size_t n,
                               std::size_t& beyondOneStep) {
   std::size_t diff = 0;
   beyondOneStep = 0;
-  for (std::size_t i = 0; i < dev.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     if (dev[i] == ref[i]) continue;
     ++diff;
     const bool devNaN = std::isnan(decode<Format>(dev[i]));

@@ -8,6 +8,38 @@
 namespace fp8scale::test {
 namespace {
 
+// ---- the fused comparison's UE8M0 boundary flips (fused_tally.cuh) ----------------
+
+// isUe8m0BoundaryFlip accepts a group whose amax sits within a rounding of
+// fmax x 2^k, quantized on both sides of that power (either side the
+// device's), and refuses a scale twice too large for a group away from the
+// boundary, and scales a factor 4 apart.
+TEST(FusedTallyHarness, AcceptsOnlyUe8m0BoundaryFlips) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.2f);
+  std::vector<float> y(128);
+  for (float& v : y) v = normal(rng);
+  y[17] = 448.0f * std::ldexp(1.0f, -8);  // amax / fmax = 2^-8 exactly: UE8M0 keeps 2^-8
+  std::vector<float> above = y;
+  above[17] = std::nextafter(y[17], 2.0f);  // amax / fmax just above 2^-8: UE8M0 rounds up to 2^-7
+  std::uint8_t qLow[128], qHigh[128];
+  const float sLow = reference::quantizeGroup<E4M3FN, ScaleUE8M0>(y.data(), 128, qLow, 448.0f, kDefaultAmaxEps);
+  const float sHigh = reference::quantizeGroup<E4M3FN, ScaleUE8M0>(above.data(), 128, qHigh, 448.0f, kDefaultAmaxEps);
+  ASSERT_EQ(sLow, std::ldexp(1.0f, -8));
+  ASSERT_EQ(sHigh, std::ldexp(1.0f, -7));
+  EXPECT_TRUE(isUe8m0BoundaryFlip<E4M3FN>(qLow, qHigh, 128, sLow, sHigh, 448.0f));
+  EXPECT_TRUE(isUe8m0BoundaryFlip<E4M3FN>(qHigh, qLow, 128, sHigh, sLow, 448.0f));
+  EXPECT_FALSE(isUe8m0BoundaryFlip<E4M3FN>(qLow, qHigh, 128, sLow, 4.0f * sLow, 448.0f));
+
+  // amax / fmax = 1.5 x 2^-8: the scale is 2^-7, and 2^-6 is an error.
+  y[17] = 1.5f * 448.0f * std::ldexp(1.0f, -8);
+  std::uint8_t qRight[128], qTwice[128];
+  const float sRight = reference::quantizeGroup<E4M3FN, ScaleUE8M0>(y.data(), 128, qRight, 448.0f, kDefaultAmaxEps);
+  ASSERT_EQ(sRight, std::ldexp(1.0f, -7));
+  for (int i = 0; i < 128; ++i) qTwice[i] = encode<E4M3FN>(y[i] * (1.0f / (2.0f * sRight)));
+  EXPECT_FALSE(isUe8m0BoundaryFlip<E4M3FN>(qTwice, qRight, 128, 2.0f * sRight, sRight, 448.0f));
+}
+
 // ---- RMSNorm quant ----------------------------------------------------------------
 
 template <class C>
@@ -178,6 +210,80 @@ TEST_F(FusedQuantDeviceShapes, RmsNormRefusesMisalignedResidualAndMissingWeight)
            .status();
   EXPECT_EQ(st.code(), StatusCode::kMisaligned);
   EXPECT_STREQ(st.argument(), "residual");
+}
+
+// The quantization step of RMSNorm quant, apart from the rsqrt and the sum
+// order that let the reference test above differ by one step: with fp32
+// input, normOut holds the device's y unrounded, so every scale and fp8 byte
+// must equal the host quantizeGroup of that y, bit for bit. Rows that make
+// the rsqrt 0 (a sum of squares that overflows, an inf), +inf (normEps = 0
+// with a zero row, or squares that underflow) or NaN (a NaN in the row) are
+// planted, and every kernel shape runs (block per row, the row loop, long
+// rows), in both scale rules.
+TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedValues) {
+  using Policy = RmsNormPolicy<float>;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::size_t groupsChecked = 0;
+  for (index_t M : {index_t{1}, index_t{9}, Policy::kRowsMinRows + 5})
+    for (index_t K : {512, 4096, 8192})
+      for (float normEps : {0.0f, 1e-6f})
+        for (bool ue8m0 : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " normEps=" << normEps
+                                            << (ue8m0 ? " ue8m0" : " fp32"));
+          auto x = makeActivations<float>(M, K, K, static_cast<unsigned>(M + K), 448.0f);
+          if (M > 8) {
+            for (index_t k = 0; k < K; ++k) {
+              x[5 * K + k] = (k % 3 ? 1.0f : -1.0f) * 3e25f * static_cast<float>(1 + k % 5);  // squares overflow
+              x[6 * K + k] = (k % 2 ? 1.0f : -1.0f) * 1e-25f * static_cast<float>(1 + k % 7);  // squares underflow
+            }
+            x[7 * K + 77] = inf;  // the sum is inf: rsqrt 0
+          }
+          std::mt19937 rng(static_cast<unsigned>(K + 1));
+          std::uniform_real_distribution<float> wd(-1.5f, 1.5f);
+          std::vector<float> w(K);
+          for (auto& v : w) v = wd(rng);
+          DeviceBuffer<float> dx(M * K), dw(K), dy(M * K), ds(M * (K / 128));
+          DeviceBuffer<std::uint8_t> dq(M * K);
+          dx.upload(x);
+          dw.upload(w);
+          RmsNormQuantInput<float> in;
+          in.x = dx.get();
+          in.rows = M;
+          in.cols = K;
+          in.ldx = K;
+          in.weight = dw.get();
+          in.normEps = normEps;
+          in.normOut = dy.get();
+          in.ldNormOut = K;
+          QuantOptions opt;
+          opt.rule = ue8m0 ? ScaleRule::kUE8M0 : ScaleRule::kFp32;
+          const auto st = rmsNormQuant<E4M3FN>(in, Fp8Matrix<E4M3FN>{dq.get(), M, K, K},
+                                               rowMajorView(ds.get(), M, K / 128).value(), opt, nullptr)
+                              .status();
+          ASSERT_TRUE(st.isOk()) << st.message();
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          const auto y = dy.download(), s = ds.download();
+          const auto q = dq.download();
+          std::size_t scaleDiffs = 0, byteDiffs = 0;
+          std::uint8_t expected[128];
+          for (index_t m = 0; m < M; ++m)
+            for (index_t g = 0; g < K / 128; ++g) {
+              const float* group = y.data() + m * K + g * 128;
+              const float want = ue8m0 ? reference::quantizeGroup<E4M3FN, ScaleUE8M0>(group, 128, expected, 448.0f,
+                                                                                       kDefaultAmaxEps)
+                                       : reference::quantizeGroup<E4M3FN, ScaleFp32>(group, 128, expected, 448.0f,
+                                                                                     kDefaultAmaxEps);
+              const float got = s[m * (K / 128) + g];
+              if (std::memcmp(&want, &got, 4) != 0 && scaleDiffs++ < 3)
+                ADD_FAILURE() << "scale (" << m << ", " << g << ") " << got << ", amax of the device's y gives "
+                              << want;
+              byteDiffs += std::memcmp(expected, q.data() + m * K + g * 128, 128) != 0;
+              ++groupsChecked;
+            }
+          EXPECT_EQ(scaleDiffs, 0u);
+          EXPECT_EQ(byteDiffs, 0u) << "groups whose fp8 differs from the device's y quantized with its scale";
+        }
+  EXPECT_GT(groupsChecked, 0u);
 }
 
 // 64-bit indexing for the fused producers: the last row of a > 2^31-element
