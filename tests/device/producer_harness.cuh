@@ -113,7 +113,8 @@ inline int fp8Ordinal(std::uint8_t b) {
 
 /// Compares n fused-producer fp8 values with the host reference's: every
 /// element within one fp8 step, NaN where the reference has NaN. Returns the
-/// number of elements that differ at all; beyondOneStep counts the rest.
+/// number of elements that differ at all; beyondOneStep counts those of them
+/// more than one step apart or NaN on one side only.
 template <class Format>
 std::size_t countFp8StepDiffs(const std::uint8_t* dev, const std::uint8_t* ref, std::size_t n,
                               std::size_t& beyondOneStep) {

@@ -196,7 +196,8 @@ const HostData& makeHostData(index_t K) {
 struct HostReference {
   std::vector<In> sum, residual, normOut;
   std::vector<std::uint8_t> q;
-  std::vector<float> s;  // row-major (M, G)
+  std::vector<float> s;    // row-major (M, G)
+  std::vector<float> s32;  // UE8M0 runs: the fp32-rule scales of the same groups (fused_tally.cuh's flips)
   Status status;
 };
 
@@ -223,6 +224,17 @@ HostReference hostReference(const HostData& d, int W, index_t M, bool withResidu
   in.normEps = 1e-6f;
   in.normOut = h.normOut.data();
   in.ldNormOut = K;
+  if (std::is_same<Rule, ScaleUE8M0>::value) {  // before `in` updates h.residual
+    std::vector<In> r32 = h.residual, y32(static_cast<std::size_t>(M * K));
+    std::vector<std::uint8_t> q32(static_cast<std::size_t>(M * K));
+    h.s32.resize(static_cast<std::size_t>(M * G));
+    RmsNormQuantInput<In> in32 = in;
+    in32.residual = withResidual ? r32.data() : nullptr;
+    in32.normOut = y32.data();
+    h.status = reference::allreduceRmsNormQuant<Format, ScaleFp32>(
+        parts, in32, Fp8Matrix<Format>{q32.data(), M, K, K}, rowMajorView(h.s32.data(), M, G).value(), 128);
+    if (!h.status) return h;
+  }
   h.status = reference::allreduceRmsNormQuant<Format, Rule>(parts, in, Fp8Matrix<Format>{h.q.data(), M, K, K},
                                                             rowMajorView(h.s.data(), M, G).value(), 128);
   return h;
@@ -348,7 +360,7 @@ void compareWithHost(const CaseSetup& c, const HostReference& h, const std::vect
   for (index_t m = 0; m < M; ++m)
     std::copy(q.begin() + m * ref.ldq, q.begin() + m * ref.ldq + K, got.q.begin() + m * K);
   got.rowMajorScale.assign(s.begin(), s.begin() + M * G);
-  tallyFused<Format, Rule>(got, h.q, h.s, tally, kRmsNormMaxScaleRel);
+  tallyFused<Format, Rule>(got, h.q, h.s, tally, kRmsNormMaxScaleRel, h.s32.empty() ? nullptr : &h.s32);
   if (c.withResidual) {
     auto r = ref.r.download();
     r.resize(static_cast<std::size_t>(M * K));

@@ -12,9 +12,12 @@ namespace {
 
 // isUe8m0BoundaryFlip accepts a group whose amax sits within a rounding of
 // fmax x 2^k, quantized on both sides of that power (either side the
-// device's), and refuses a scale twice too large for a group away from the
-// boundary, and scales a factor 4 apart.
+// device's); it refuses scales a factor 4 apart, a scale twice too large for
+// a group away from the boundary, and a scale half too small for a group whose
+// amax is 2% above the boundary (fp8's coarse maxima cannot tell that one:
+// only the fp32-rule scale does).
 TEST(FusedTallyHarness, AcceptsOnlyUe8m0BoundaryFlips) {
+  constexpr double kRel = 1.0 / (1 << 16);
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 0.2f);
   std::vector<float> y(128);
@@ -22,22 +25,38 @@ TEST(FusedTallyHarness, AcceptsOnlyUe8m0BoundaryFlips) {
   y[17] = 448.0f * std::ldexp(1.0f, -8);  // amax / fmax = 2^-8 exactly: UE8M0 keeps 2^-8
   std::vector<float> above = y;
   above[17] = std::nextafter(y[17], 2.0f);  // amax / fmax just above 2^-8: UE8M0 rounds up to 2^-7
-  std::uint8_t qLow[128], qHigh[128];
+  std::uint8_t qLow[128], qHigh[128], unused[128];
   const float sLow = reference::quantizeGroup<E4M3FN, ScaleUE8M0>(y.data(), 128, qLow, 448.0f, kDefaultAmaxEps);
   const float sHigh = reference::quantizeGroup<E4M3FN, ScaleUE8M0>(above.data(), 128, qHigh, 448.0f, kDefaultAmaxEps);
+  const float s32Low = reference::quantizeGroup<E4M3FN, ScaleFp32>(y.data(), 128, unused, 448.0f, kDefaultAmaxEps);
+  const float s32High = reference::quantizeGroup<E4M3FN, ScaleFp32>(above.data(), 128, unused, 448.0f,
+                                                                      kDefaultAmaxEps);
   ASSERT_EQ(sLow, std::ldexp(1.0f, -8));
   ASSERT_EQ(sHigh, std::ldexp(1.0f, -7));
-  EXPECT_TRUE(isUe8m0BoundaryFlip<E4M3FN>(qLow, qHigh, 128, sLow, sHigh, 448.0f));
-  EXPECT_TRUE(isUe8m0BoundaryFlip<E4M3FN>(qHigh, qLow, 128, sHigh, sLow, 448.0f));
-  EXPECT_FALSE(isUe8m0BoundaryFlip<E4M3FN>(qLow, qHigh, 128, sLow, 4.0f * sLow, 448.0f));
+  EXPECT_TRUE(isUe8m0BoundaryFlip<E4M3FN>(qLow, qHigh, 128, sLow, sHigh, s32High, kRel, 448.0f));
+  EXPECT_TRUE(isUe8m0BoundaryFlip<E4M3FN>(qHigh, qLow, 128, sHigh, sLow, s32Low, kRel, 448.0f));
+  EXPECT_FALSE(isUe8m0BoundaryFlip<E4M3FN>(qLow, qHigh, 128, sLow, 4.0f * sLow, s32High, kRel, 448.0f));
 
   // amax / fmax = 1.5 x 2^-8: the scale is 2^-7, and 2^-6 is an error.
   y[17] = 1.5f * 448.0f * std::ldexp(1.0f, -8);
-  std::uint8_t qRight[128], qTwice[128];
-  const float sRight = reference::quantizeGroup<E4M3FN, ScaleUE8M0>(y.data(), 128, qRight, 448.0f, kDefaultAmaxEps);
+  std::uint8_t qRight[128], qWrong[128];
+  float sRight = reference::quantizeGroup<E4M3FN, ScaleUE8M0>(y.data(), 128, qRight, 448.0f, kDefaultAmaxEps);
+  float s32 = reference::quantizeGroup<E4M3FN, ScaleFp32>(y.data(), 128, unused, 448.0f, kDefaultAmaxEps);
   ASSERT_EQ(sRight, std::ldexp(1.0f, -7));
-  for (int i = 0; i < 128; ++i) qTwice[i] = encode<E4M3FN>(y[i] * (1.0f / (2.0f * sRight)));
-  EXPECT_FALSE(isUe8m0BoundaryFlip<E4M3FN>(qTwice, qRight, 128, 2.0f * sRight, sRight, 448.0f));
+  for (int i = 0; i < 128; ++i) qWrong[i] = encode<E4M3FN>(y[i] * (1.0f / (2.0f * sRight)));
+  EXPECT_FALSE(isUe8m0BoundaryFlip<E4M3FN>(qWrong, qRight, 128, 2.0f * sRight, sRight, s32, kRel, 448.0f));
+
+  // amax / fmax = 1.02 x 2^-8: the scale is 2^-7; 2^-8 saturates the largest
+  // values by 2%, which the fp8 maxima (448 and 224) do not show.
+  y[17] = 1.02f * 448.0f * std::ldexp(1.0f, -8);
+  sRight = reference::quantizeGroup<E4M3FN, ScaleUE8M0>(y.data(), 128, qRight, 448.0f, kDefaultAmaxEps);
+  s32 = reference::quantizeGroup<E4M3FN, ScaleFp32>(y.data(), 128, unused, 448.0f, kDefaultAmaxEps);
+  ASSERT_EQ(sRight, std::ldexp(1.0f, -7));
+  for (int i = 0; i < 128; ++i) qWrong[i] = encode<E4M3FN>(y[i] * (1.0f / (0.5f * sRight)));
+  EXPECT_FALSE(isUe8m0BoundaryFlip<E4M3FN>(qWrong, qRight, 128, 0.5f * sRight, sRight, s32, kRel, 448.0f));
+  // The same bytes pass every check but the fp32-rule scale's: the case the
+  // maxima alone let through.
+  EXPECT_TRUE(isUe8m0BoundaryFlip<E4M3FN>(qWrong, qRight, 128, 0.5f * sRight, sRight, 0.5f * sRight, kRel, 448.0f));
 }
 
 // ---- RMSNorm quant ----------------------------------------------------------------
@@ -104,7 +123,7 @@ TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWith
       EXPECT_EQ(std::memcmp(normOut[0].data(), normOut[1].data(), M * K * sizeof(In)), 0);
 
       std::vector<std::uint8_t> q(M * K);
-      std::vector<float> s(M * (K / 128));
+      std::vector<float> s(M * (K / 128)), s32(M * (K / 128));
       std::vector<In> r = r0, y(M * K);
       RmsNormQuantInput<In> hostIn;
       hostIn.x = x.data();
@@ -117,6 +136,16 @@ TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWith
       hostIn.normEps = 1e-6f;
       hostIn.normOut = y.data();
       hostIn.ldNormOut = K;
+      const bool ue8m0 = std::is_same<typename C::Rule, ScaleUE8M0>::value;
+      if (ue8m0) {  // the same groups' fp32-rule scales, for telling UE8M0 boundary flips (fused_tally.cuh)
+        std::vector<In> r32 = r0, y32(M * K);
+        std::vector<std::uint8_t> q32(M * K);
+        RmsNormQuantInput<In> in32 = hostIn;
+        in32.residual = withResidual ? r32.data() : nullptr;
+        in32.normOut = y32.data();
+        ASSERT_TRUE((reference::rmsNormQuant<Format, ScaleFp32>(in32, Fp8Matrix<Format>{q32.data(), M, K, K},
+                                                                rowMajorView(s32.data(), M, K / 128).value(), 128)));
+      }
       ASSERT_TRUE((reference::rmsNormQuant<Format, typename C::Rule>(hostIn, Fp8Matrix<Format>{q.data(), M, K, K},
                                                                      rowMajorView(s.data(), M, K / 128).value(), 128)));
       if (withResidual) {
@@ -139,7 +168,8 @@ TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWith
           ADD_FAILURE() << "normOut " << b << " vs reference " << a << " at " << i;
       }
       normOutTotal += M * K;
-      if (got.q.size() == q.size()) tallyFused<Format, typename C::Rule>(got, q, s, tally, kRmsNormMaxScaleRel);
+      if (got.q.size() == q.size())
+        tallyFused<Format, typename C::Rule>(got, q, s, tally, kRmsNormMaxScaleRel, ue8m0 ? &s32 : nullptr);
     }
   tally.print(ComboNames::GetName<C>(0).c_str());
   std::printf("[ %s ] normOut: %zu of %zu differ from the host reference (each within one ulp of the input type or 2^-16 relative)\n",
@@ -215,11 +245,11 @@ TEST_F(FusedQuantDeviceShapes, RmsNormRefusesMisalignedResidualAndMissingWeight)
 // The quantization step of RMSNorm quant, apart from the rsqrt and the sum
 // order that let the reference test above differ by one step: with fp32
 // input, normOut holds the device's y unrounded, so every scale and fp8 byte
-// must equal the host quantizeGroup of that y, bit for bit. Rows that make
-// the rsqrt 0 (a sum of squares that overflows, an inf), +inf (normEps = 0
-// with a zero row, or squares that underflow) or NaN (a NaN in the row) are
-// planted, and every kernel shape runs (block per row, the row loop, long
-// rows), in both scale rules.
+// must equal the host quantizeGroup of that y, bit for bit. For M > 8, rows
+// that make the rsqrt 0 (a sum of squares that overflows, an inf), +inf (with
+// normEps = 0: a zero row, squares that underflow) or NaN (a NaN in the row)
+// are planted, and their y checked to be what that rsqrt gives; every kernel
+// shape runs (block per row, the row loop, long rows), in both scale rules.
 TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedValues) {
   using Policy = RmsNormPolicy<float>;
   const float inf = std::numeric_limits<float>::infinity();
@@ -264,6 +294,18 @@ TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedVa
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
           const auto y = dy.download(), s = ds.download();
           const auto q = dq.download();
+          if (M > 8) {  // the planted rows reached the rsqrt they were planted for
+            std::size_t wrong = 0;
+            for (index_t k = 0; k < K; ++k) {
+              wrong += !(y[2 * K + k] != y[2 * K + k]);                    // NaN in the row: rsqrt NaN
+              wrong += normEps == 0.0f ? !std::isnan(y[K + k])            // zero row, rsqrt +inf: 0 x inf
+                                       : y[K + k] != 0.0f;                 // zero row: 0
+              wrong += y[5 * K + k] != 0.0f;                               // overflowing squares: rsqrt 0
+              wrong += normEps == 0.0f && w[k] != 0.0f && !std::isinf(y[6 * K + k]);  // underflow: rsqrt +inf
+              wrong += k == 77 ? !std::isnan(y[7 * K + k]) : y[7 * K + k] != 0.0f;  // inf: rsqrt 0, inf x 0
+            }
+            EXPECT_EQ(wrong, 0u) << "planted rows' normalized values";
+          }
           std::size_t scaleDiffs = 0, byteDiffs = 0;
           std::uint8_t expected[128];
           for (index_t m = 0; m < M; ++m)

@@ -39,7 +39,15 @@ void runSiluCase(index_t M, index_t I, int groupSize, FusedTally& tally) {
   const SiluClampInput<In> hostIn{x.data(), M, I, 2 * I, limit};
   ASSERT_TRUE((reference::siluClampQuant<Format, typename C::Rule>(hostIn, Fp8Matrix<Format>{q.data(), M, I, I},
                                                                    rowMajorView(s.data(), M, G).value(), groupSize)));
-  if (got.q.size() == q.size()) tallyFused<Format, typename C::Rule>(got, q, s, tally, kSiluMaxScaleRel);
+  const bool ue8m0 = std::is_same<typename C::Rule, ScaleUE8M0>::value;
+  std::vector<float> s32(M * G);
+  if (ue8m0) {  // the same groups' fp32-rule scales, for telling UE8M0 boundary flips (fused_tally.cuh)
+    std::vector<std::uint8_t> q32(M * I);
+    ASSERT_TRUE((reference::siluClampQuant<Format, ScaleFp32>(hostIn, Fp8Matrix<Format>{q32.data(), M, I, I},
+                                                              rowMajorView(s32.data(), M, G).value(), groupSize)));
+  }
+  if (got.q.size() == q.size())
+    tallyFused<Format, typename C::Rule>(got, q, s, tally, kSiluMaxScaleRel, ue8m0 ? &s32 : nullptr);
 }
 
 TYPED_TEST(SiluClampQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWithinOneStep) {

@@ -109,8 +109,8 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
 
 /// siluClampQuantKernel for a rule and group size, in the form launchGroupTile
 /// takes (GroupQuantKernelFor: kElems values a thread). SiLU-clamp always
-/// runs a block per row tile: its launch passes no wave cap, so looping() is
-/// never chosen, and it names the same kernel.
+/// runs a block per row tile: its launch passes no wave cap, so
+/// looping<kElems>() is never chosen, and it names the same kernel.
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct SiluClampQuantKernelFor {
   template <class Rule, int kGroup>

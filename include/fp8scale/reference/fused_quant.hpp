@@ -27,7 +27,7 @@ namespace reference {
 /// results are right for their amax; none in the H200 test data, and rare by
 /// estimate: the fp32 scales differ by about 1e-7 relative in a third of the
 /// groups, so a power of two falls between them for about 5e-8 of the
-/// groups), at most kFusedMaxUe8m0FlipFraction of the groups.
+/// groups), at most kFusedMaxUe8m0FlipFraction of the groups (or one).
 constexpr double kFusedMaxDifferingFraction = 0.01;
 constexpr double kFusedMaxUe8m0FlipFraction = 1e-4;
 constexpr double kSiluMaxScaleRel = 1.0 / (1 << 19);
