@@ -1,6 +1,7 @@
 // RMSNorm quant on the GPU: the TRANSPOSE_SCALE contract bit for bit (fp8,
 // scales, residual and bf16 output), the host reference within one fp8 step,
 // argument errors, and > 2^31-element tensors for both fused producers.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include "fused_tally.cuh"
@@ -57,6 +58,55 @@ TEST(FusedTallyHarness, AcceptsOnlyUe8m0BoundaryFlips) {
   // The same bytes pass every check but the fp32-rule scale's: the case the
   // maxima alone let through.
   EXPECT_TRUE(isUe8m0BoundaryFlip<E4M3FN>(qWrong, qRight, 128, 0.5f * sRight, sRight, 0.5f * sRight, kRel, 448.0f));
+}
+
+// tallyFused over two groups, one identical to the reference and one a
+// boundary flip: the flip is counted apart (its values neither differing nor
+// beyond one step) when the fp32-rule scales are given, and fails without them.
+TEST(FusedTallyHarness, CountsAFlipApartAndFailsItWithoutTheFp32Scales) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.2f);
+  std::vector<float> y(256);
+  for (float& v : y) v = normal(rng);
+  y[128 + 5] = 448.0f * std::ldexp(1.0f, -8);  // group 1's amax at the boundary
+  std::vector<float> above = y;
+  above[128 + 5] = std::nextafter(y[128 + 5], 2.0f);
+  std::vector<std::uint8_t> refQ(256), devQ(256), unused(128);
+  std::vector<float> refS(2), devS(2), s32(2);
+  for (int g = 0; g < 2; ++g) {  // the reference quantizes `above`, the device `y`
+    refS[g] = reference::quantizeGroup<E4M3FN, ScaleUE8M0>(above.data() + g * 128, 128, refQ.data() + g * 128, 448.0f,
+                                                           kDefaultAmaxEps);
+    devS[g] = reference::quantizeGroup<E4M3FN, ScaleUE8M0>(y.data() + g * 128, 128, devQ.data() + g * 128, 448.0f,
+                                                           kDefaultAmaxEps);
+    s32[g] = reference::quantizeGroup<E4M3FN, ScaleFp32>(above.data() + g * 128, 128, unused.data(), 448.0f,
+                                                         kDefaultAmaxEps);
+  }
+  ASSERT_EQ(refS[0], devS[0]);
+  ASSERT_EQ(refS[1], 2.0f * devS[1]);
+  const ContractOutput got{devQ, devS};
+  FusedTally tally;
+  tallyFused<E4M3FN, ScaleUE8M0>(got, refQ, refS, tally, 1.0 / (1 << 16), &s32);
+  EXPECT_EQ(tally.ue8m0BoundaryFlips, 1u);
+  EXPECT_EQ(tally.flippedValues, 128u);
+  EXPECT_EQ(tally.elements, 256u);
+  EXPECT_EQ(tally.differing, 0u);
+  EXPECT_EQ(tally.beyondOneStep, 0u);
+  EXPECT_EQ(tally.scalesDiffering, 0u);
+  EXPECT_EQ(tally.failures, 0u);
+  FusedTally strict;  // without the fp32-rule scales: the failures are captured and checked here
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter capture(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    tallyFused<E4M3FN, ScaleUE8M0>(got, refQ, refS, strict, 1.0 / (1 << 16));
+  }
+  bool scaleReported = false;
+  for (int i = 0; i < failures.size(); ++i)
+    scaleReported |= std::string(failures.GetTestPartResult(i).message()).find("UE8M0 scale") != std::string::npos;
+  EXPECT_TRUE(scaleReported);
+  EXPECT_EQ(strict.ue8m0BoundaryFlips, 0u);
+  EXPECT_EQ(strict.failures, 1u);
+  EXPECT_GT(strict.beyondOneStep, 0u);
 }
 
 // ---- RMSNorm quant ----------------------------------------------------------------
