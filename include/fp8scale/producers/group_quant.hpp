@@ -250,11 +250,12 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
 
   if constexpr (kDepth == 0) {  // one row tile per block: the grid is not capped
     const index_t k = g * kGroup + lane * kElems;
+    const bool pads = ownsScalePadding(scale, m);  // ahead of the chain (ownsScalePadding)
     float v[kElems];
     load.values(load.template fetch<kElems>(m, k), v);  // (M, K) slice
     const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(m, k), fmax, eps);
+    if (pads) zeroScalePadding<kLanes>(scale, g, lane);
     if (lane == 0) storeScale(scale, m, g, s, scalesEvictLast);  // (M, G)
-    zeroScalePadding<kLanes>(scale, m, g, lane);
     return;
   }
 
@@ -278,9 +279,10 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
       if (ahead < rows) ring[j] = load.template fetch<kElems>(ahead, k);
 
       // Reduce, scale, convert, store
+      const bool pads = ownsScalePadding(scale, mj);
       const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(mj, k), fmax, eps);
+      if (pads) zeroScalePadding<kLanes>(scale, g, lane);
       if (lane == 0) storeScale(scale, mj, g, s, scalesEvictLast);  // (M, G)
-      zeroScalePadding<kLanes>(scale, mj, g, lane);
     }
   }
 }
