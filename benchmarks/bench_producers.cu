@@ -573,8 +573,9 @@ template <class Load, int kElems, int kDepth, bool T>
 __global__ void __launch_bounds__(256)
     tuneGroupTileKernel(Load load, index_t rows, index_t groups, Fp8Matrix<E4M3FN> q,
                         ScaleView<float, ScaleLayoutFor<T>> scale, float fmax, float eps, int tileRows, int tileGroups) {
-  detail::groupTile<E4M3FN, ScaleFp32, 128, T, kElems, kDepth>(load, rows, groups, q, scale, fmax, eps, tileRows,
-                                                               tileGroups, /*scalesEvictLast=*/false);
+  // The tune entries' views have ld = M: no padding slots, as the launchers pick.
+  detail::groupTile<E4M3FN, ScaleFp32, 128, T, /*kScalePadding=*/false, kElems, kDepth>(
+      load, rows, groups, q, scale, fmax, eps, tileRows, tileGroups, /*scalesEvictLast=*/false);
 }
 
 /// Launches tuneGroupTileKernel on groupTileGrid's grid for blocks of

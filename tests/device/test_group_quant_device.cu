@@ -11,11 +11,14 @@ template <class C>
 class GroupQuantDevice : public DeviceTest {};
 TYPED_TEST_SUITE(GroupQuantDevice, AllCombos, ComboNames);
 
+/// One group-quant case: the TRANSPOSE_SCALE contract with column-major
+/// ld = `ld` (contractLd(M) when -1), and the host reference bit for bit.
 template <class C>
-void runGroupQuantCase(index_t M, index_t K, int groupSize, unsigned seed) {
+void runGroupQuantCase(index_t M, index_t K, int groupSize, unsigned seed, index_t ld = -1) {
   using In = typename C::In;
   using Format = typename C::Format;
-  SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " group=" << groupSize);
+  if (ld < 0) ld = contractLd(M);
+  SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " group=" << groupSize << " ld=" << ld);
   const auto x = makeActivations<In>(M, K, K, seed, Format::kMax);
   DeviceBuffer<In> dx(M * K + 8);
   std::vector<In> padded = x;
@@ -25,7 +28,7 @@ void runGroupQuantCase(index_t M, index_t K, int groupSize, unsigned seed) {
   opt.rule = C::kRule;
   opt.groupSize = groupSize;
   const auto in = GroupQuantInput<In>::matrix(dx.get(), M, K, K);
-  const ContractOutput got = checkTransposeContract<Format>(M, K, groupSize, contractLd(M), [&](auto q, auto scale) {
+  const ContractOutput got = checkTransposeContract<Format>(M, K, groupSize, ld, [&](auto q, auto scale) {
     return groupQuant<Format>(in, q, scale, opt, nullptr);
   });
 
@@ -63,6 +66,14 @@ TYPED_TEST(GroupQuantDevice, BothSidesOfTheSmallGridBoundary) {
   for (int groupSize : {128, 32})
     for (index_t M : smallGridBoundaryRows<In>(7168 / groupSize, groupSize))
       runGroupQuantCase<TypeParam>(M, 7168, groupSize, static_cast<unsigned>(M * 3 + groupSize));
+}
+
+// The kernel whose blocks loop over row tiles (grids above two waves of the
+// device: M = 4096 at K = 7168 on any GPU of up to 170 SMs), with column-major
+// ld = M (the kernels without padding code) and ld > M (with it): the
+// launcher instantiates each kernel shape both ways (scaleHasPadding).
+TYPED_TEST(GroupQuantDevice, RowLoopingKernelWithAndWithoutScalePadding) {
+  for (index_t ld : {4096, 4099}) runGroupQuantCase<TypeParam>(4096, 7168, 128, static_cast<unsigned>(ld), ld);
 }
 
 class GroupQuantDeviceShapes : public DeviceTest {};

@@ -234,7 +234,7 @@ class FusedQuantDeviceShapes : public DeviceTest {};
 // 512-thread, 8-vector kernel: same contract, same bounds.
 TEST_F(FusedQuantDeviceShapes, LongRowsTakeTheLargeKernelWithTheSameContract) {
   FusedTally tally;
-  for (index_t M : {1, 17, 129})
+  for (index_t M : {1, 2, 17, 129})  // odd M: column-major ld = align(M, 4) > M (contractLd); M = 2: ld = M
     for (index_t K : {16384, 32768}) {
       SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K);
       const auto x = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M + K), 8.0f);

@@ -174,5 +174,23 @@ TEST(QuantOptionChecks, ScaleStorePolicyIsCheckedAndOffByDefault) {
   EXPECT_STREQ(detail::checkProducerOptions<E4M3FN>("f", a, fmax).argument(), "eps");
 }
 
+// Which kernels a launch picks for its scale view: those with padding code
+// only for a column-major view with padding slots (ld > M); row-major
+// launches instantiate only the kernels without it.
+TEST(ScalePaddingDispatch, PaddingKernelsOnlyForColumnMajorViewsWithPaddingSlots) {
+  float buf[64] = {};
+  EXPECT_FALSE(detail::scaleHasPadding(colMajorView(buf, 4, 7, 4).value()));  // ld = M
+  EXPECT_TRUE(detail::scaleHasPadding(colMajorView(buf, 3, 7, 4).value()));   // ld = align(M, 4) > M
+  EXPECT_TRUE(detail::scaleHasPadding(colMajorView(buf, 1, 7, 8).value()));
+  EXPECT_FALSE(detail::scaleHasPadding(rowMajorView(buf, 3, 7).value()));
+  EXPECT_FALSE(detail::scaleHasPadding(rowMajorView(buf, 3, 7, 9).value()));  // a row-major ld > G is no padding
+  auto picked = [](auto padding) {
+    return Status::error(StatusCode::kInvalidValue, "f", decltype(padding)::value ? "padding" : "none", "");
+  };
+  EXPECT_STREQ(detail::dispatchScalePadding<true>(true, picked).argument(), "padding");
+  EXPECT_STREQ(detail::dispatchScalePadding<true>(false, picked).argument(), "none");
+  EXPECT_STREQ(detail::dispatchScalePadding<false>(true, picked).argument(), "none");
+}
+
 }  // namespace
 }  // namespace fp8scale

@@ -202,12 +202,12 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
   for (index_t m = blockIdx.x; m < in.rows; m += src.blocks) {
     if constexpr (kAlgo == AllreduceKernelAlgo::kTwoStage) {
       const auto loadX = [&](int v, float* out) { loadReduced(src, bar.world, in.cols, m, v, out); };
-      rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, 1>(in, m, loadX, q, scale, fmax, eps,
-                                                                             scalesEvictLast, parity);
+      rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding*/ TRANSPOSE_SCALE, kThreads,
+                          1>(in, m, loadX, q, scale, fmax, eps, scalesEvictLast, parity);
     } else {
       const auto loadX = [&](int v, float* out) { sumRanks<kAlgo>(src, bar.world, m, v, out); };
-      rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, 1>(in, m, loadX, q, scale, fmax, eps,
-                                                                             scalesEvictLast, parity);
+      rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding*/ TRANSPOSE_SCALE, kThreads,
+                          1>(in, m, loadX, q, scale, fmax, eps, scalesEvictLast, parity);
     }
   }
 

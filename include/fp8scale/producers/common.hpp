@@ -148,16 +148,21 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layo
 }
 
 /// Whether the group of row m writes its column's padding slots: the view
-/// is column-major with ld > M and m = M - 1 (false for row-major views).
-/// The group-tile producers evaluate it before the group's arithmetic and
-/// write the padding before the scale: the view's rows and ld (parameter
-/// loads) then stay off the end of the dependency chain, and lanes other
-/// than the scale's writer leave without waiting for it to reconverge
-/// (column-major group quant and SiLU-clamp 1.7-2.5% faster at M <= 8 on the
-/// H200; benchmarks/results/h200_round4_tries.txt, part 6).
-template <class Layout>
+/// is column-major with ld > M and m = M - 1. Always false for
+/// kScalePadding = false, which a launcher instantiates only for views
+/// without padding slots (scaleHasPadding), so that those kernels hold no
+/// padding code at all: on the H200 that code alone, never executed with
+/// ld = M, cost column-major group quant 0.05-0.07 us (3-5%) at M <= 8
+/// (benchmarks/results/h200_round5.txt). kScalePadding = true is right for
+/// any view. The group-tile producers evaluate it before the group's
+/// arithmetic and write the padding before the scale: the view's rows and ld
+/// (parameter loads) then stay off the end of the dependency chain, and
+/// lanes other than the scale's writer leave without waiting for it to
+/// reconverge (column-major group quant and SiLU-clamp 1.7-2.5% faster at
+/// M <= 8; benchmarks/results/h200_round4_tries.txt, part 6).
+template <bool kScalePadding, class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE bool ownsScalePadding(const ScaleView<float, Layout>& scale, index_t m) {
-  if constexpr (Layout::kColumnMajor) {
+  if constexpr (Layout::kColumnMajor && kScalePadding) {
     return m == scale.rows() - 1 && scale.rows() < scale.ld();
   } else {
     (void)scale;
@@ -183,6 +188,25 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePadding(const ScaleView<float
 }
 
 #endif  // FP8SCALE_HAS_DEVICE
+
+/// Whether a producer's scale view has padding slots [M, ld) to write: a
+/// column-major view with ld > M (e.g. ld = align(M, 4) for M % 4 != 0).
+template <class Layout>
+constexpr bool scaleHasPadding(const ScaleView<float, Layout>& scale) {
+  return Layout::kColumnMajor && scale.ld() > scale.rows();
+}
+
+/// Calls f(std::bool_constant<kScalePadding>{}) with kScalePadding =
+/// `padded` (scaleHasPadding of the call's view); a row-major launch
+/// (kColumnMajor false) instantiates only false.
+template <bool kColumnMajor, class F>
+inline Status dispatchScalePadding(bool padded, F&& f) {
+  if constexpr (kColumnMajor) {
+    if (padded) return f(std::true_type{});
+  }
+  (void)padded;
+  return f(std::false_type{});
+}
 
 /// M == 0 with a column-major view of ld > 0: the whole [G][ld] buffer is
 /// padding, cleared with one memset (no kernel). Nothing otherwise.

@@ -226,7 +226,10 @@ struct PlainLoad {
 /// (the grid must not be capped). (Two slices a thread converted to fp32 up front
 /// measured 6-12% slower on the H200: 59-63 registers halve the resident warps.)
 /// scalesEvictLast: storeScale's L2 policy (ScaleStorePolicy resolved).
-template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems, int kDepth, class Load>
+/// kScalePadding: as ownsScalePadding takes it (false: the view has no
+/// padding slots).
+template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kElems, int kDepth,
+          class Load>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t rows, index_t groups,
                                                     Fp8Matrix<Format> q,
                                                     ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
@@ -234,6 +237,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
                                                     bool scalesEvictLast) {
   constexpr int kLanes = kGroup / kElems;  // threads per group
   static_assert(kGroup % kElems == 0, "a group is a whole number of thread slices");
+  static_assert(TRANSPOSE_SCALE || !kScalePadding, "row-major views have no padding slots");
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
   const int slot = static_cast<int>(threadIdx.x) / kLanes;
 
@@ -250,7 +254,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
 
   if constexpr (kDepth == 0) {  // one row tile per block: the grid is not capped
     const index_t k = g * kGroup + lane * kElems;
-    const bool pads = ownsScalePadding(scale, m);  // ahead of the chain (ownsScalePadding)
+    const bool pads = ownsScalePadding<kScalePadding>(scale, m);  // ahead of the chain (ownsScalePadding)
     float v[kElems];
     load.values(load.template fetch<kElems>(m, k), v);  // (M, K) slice
     const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(m, k), fmax, eps);
@@ -279,7 +283,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
       if (ahead < rows) ring[j] = load.template fetch<kElems>(ahead, k);
 
       // Reduce, scale, convert, store
-      const bool pads = ownsScalePadding(scale, mj);
+      const bool pads = ownsScalePadding<kScalePadding>(scale, mj);
       const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(mj, k), fmax, eps);
       if (pads) zeroScalePadding<kLanes>(scale, g, lane);
       if (lane == 0) storeScale(scale, mj, g, s, scalesEvictLast);  // (M, G)
@@ -289,33 +293,34 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
 
 /// groupTile over x with kElems values a thread (GroupTilePolicy: kElems,
 /// or kSmallGridElems for small grids).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kDepth, int kElems>
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kDepth,
+          int kElems>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     groupQuantKernel(GroupQuantInput<In> in, Fp8Matrix<Format> q,
                      ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps, int tileRows,
                      int tileGroups, bool scalesEvictLast) {
-  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, kElems, kDepth>(
+  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kElems, kDepth>(
       PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale, fmax, eps, tileRows, tileGroups, scalesEvictLast);
 }
 
-/// groupQuantKernel for a rule and group size, in the form launchGroupTile
-/// takes, for kElems values a thread (the launcher sizes each grid with the
-/// kElems it names the kernel by, so a slice width is written once per path):
-/// looping<kElems>() (ring depth kGroupQuantDepth, for capped grids) and
-/// loopFree<kElems>() (a block per row tile; the small-grid kernel too, with
-/// GroupTilePolicy::kSmallGridElems).
+/// groupQuantKernel for a rule, group size and kScalePadding, in the form
+/// launchGroupTile takes, for kElems values a thread (the launcher sizes each
+/// grid with the kElems it names the kernel by, so a slice width is written
+/// once per path): looping<kElems>() (ring depth kGroupQuantDepth, for capped
+/// grids) and loopFree<kElems>() (a block per row tile; the small-grid kernel
+/// too, with GroupTilePolicy::kSmallGridElems).
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct GroupQuantKernelFor {
-  template <class Rule, int kGroup>
+  template <class Rule, int kGroup, bool kScalePadding>
   struct Of {
     template <int kElems>
     static auto looping() {
-      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, GroupTilePolicy<In>::kGroupQuantDepth,
-                               kElems>;
+      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding,
+                               GroupTilePolicy<In>::kGroupQuantDepth, kElems>;
     }
     template <int kElems>
     static auto loopFree() {
-      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, 0, kElems>;
+      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, 0, kElems>;
     }
   };
 };
@@ -347,8 +352,10 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
   return Status::ok();
 }
 
-/// The launch shared by the group-tile producers: the rule x group-size
-/// dispatch to KernelFor<Rule, kGroup>, then grid, tile and kernel, called
+/// The launch shared by the group-tile producers: the rule x group-size x
+/// padding dispatch to KernelFor<Rule, kGroup, kScalePadding> (kScalePadding =
+/// `scalePadding`, which must be scaleHasPadding of the call's view), then
+/// grid, tile and kernel, called
 /// with (args..., eps, tileRows, tileGroups, scalesEvictLast). A grid of at most
 /// GroupTilePolicy::kLoopFreeMaxWaves x the blocks the device runs at once
 /// of KernelFor's loopFree<kElems>() kernel (or any grid when `residentWaves`
@@ -359,54 +366,56 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
 /// loopFree<kSmallGridElems>() in GroupTilePolicy::kSmallGridThreads-thread
 /// blocks, with the tile that many slots hold. The values a thread given to
 /// each kernel are the ones its grid is sized with.
-template <class In, bool TRANSPOSE_SCALE, template <class, int> class KernelFor, class... Args>
-Status launchGroupTile(const char* fn, index_t rows, index_t groups, const QuantOptions& opt, Stream stream,
-                       int residentWaves, Args... args) {
+template <class In, bool TRANSPOSE_SCALE, template <class, int, bool> class KernelFor, class... Args>
+Status launchGroupTile(const char* fn, index_t rows, index_t groups, bool scalePadding, const QuantOptions& opt,
+                       Stream stream, int residentWaves, Args... args) {
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    using Kernels = KernelFor<decltype(rule), decltype(group)::value>;
-    using Policy = GroupTilePolicy<In>;
-    constexpr int kThreads = Policy::kThreads;
-    int threads = kThreads;
-    dim3 grid;
-    int tileRows = 0, tileGroups = 0;
-    if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, Policy::kElems, 0,
-                                                      grid, tileRows, tileGroups);
-        !s)
-      return s;
-    auto kernel = Kernels::template loopFree<Policy::kElems>();
-    const index_t blocks = static_cast<index_t>(grid.x) * grid.y;
-    bool smallGrid = false;  // fewer blocks than SMs: smaller blocks, more SMs
-    if (blocks < kSmallGridQueryBlocks) {
-      int sms = 0, device = 0;
-      if (const DeviceError e = cachedSmCount(&sms, &device); e != kDeviceSuccess) return Status::fromDevice(fn, e);
-      smallGrid = isSmallGroupTileGrid(blocks, sms);
-    }
-    if (smallGrid) {
-      threads = Policy::kSmallGridThreads;
-      kernel = Kernels::template loopFree<Policy::kSmallGridElems>();
-      if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads,
-                                                        Policy::kSmallGridElems, 0, grid, tileRows, tileGroups);
+    return dispatchScalePadding<TRANSPOSE_SCALE>(scalePadding, [&](auto padding) {
+      using Kernels = KernelFor<decltype(rule), decltype(group)::value, decltype(padding)::value>;
+      using Policy = GroupTilePolicy<In>;
+      constexpr int kThreads = Policy::kThreads;
+      int threads = kThreads;
+      dim3 grid;
+      int tileRows = 0, tileGroups = 0;
+      if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, Policy::kElems, 0,
+                                                        grid, tileRows, tileGroups);
           !s)
         return s;
-    } else if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices) {
-      int resident = 0;
-      DeviceError e = residentBlocks(&resident, kernel, kThreads);
-      if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
-      if (blocks > static_cast<index_t>(resident) * Policy::kLoopFreeMaxWaves) {
-        kernel = Kernels::template looping<Policy::kElems>();
-        e = residentBlocks(&resident, kernel, kThreads);
-        if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
-        if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, Policy::kElems,
-                                                          static_cast<index_t>(resident) * residentWaves, grid,
-                                                          tileRows, tileGroups);
+      auto kernel = Kernels::template loopFree<Policy::kElems>();
+      const index_t blocks = static_cast<index_t>(grid.x) * grid.y;
+      bool smallGrid = false;  // fewer blocks than SMs: smaller blocks, more SMs
+      if (blocks < kSmallGridQueryBlocks) {
+        int sms = 0, device = 0;
+        if (const DeviceError e = cachedSmCount(&sms, &device); e != kDeviceSuccess) return Status::fromDevice(fn, e);
+        smallGrid = isSmallGroupTileGrid(blocks, sms);
+      }
+      if (smallGrid) {
+        threads = Policy::kSmallGridThreads;
+        kernel = Kernels::template loopFree<Policy::kSmallGridElems>();
+        if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads,
+                                                          Policy::kSmallGridElems, 0, grid, tileRows, tileGroups);
             !s)
           return s;
+      } else if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices) {
+        int resident = 0;
+        DeviceError e = residentBlocks(&resident, kernel, kThreads);
+        if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
+        if (blocks > static_cast<index_t>(resident) * Policy::kLoopFreeMaxWaves) {
+          kernel = Kernels::template looping<Policy::kElems>();
+          e = residentBlocks(&resident, kernel, kThreads);
+          if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
+          if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, Policy::kElems,
+                                                            static_cast<index_t>(resident) * residentWaves, grid,
+                                                            tileRows, tileGroups);
+              !s)
+            return s;
+        }
       }
-    }
-    const DeviceError e =
-        launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(threads), 0, stream, args..., opt.eps, tileRows,
-                        tileGroups, storesScalesEvictLast(opt.scaleStore));
-    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);
+      const DeviceError e =
+          launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(threads), 0, stream, args..., opt.eps, tileRows,
+                          tileGroups, storesScalesEvictLast(opt.scaleStore));
+      return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);
+    });
   });
 }
 
@@ -414,7 +423,7 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, const Quant
 /// checked: the returned tensor (the producer's own buffers), M == 0 or no
 /// groups (the column-major padding cleared, nothing launched), else the
 /// group-tile launch of KernelFor's kernels with (in, q, scale, fmax).
-template <class In, template <class, int> class KernelFor, class Input, class Format, class Layout>
+template <class In, template <class, int, bool> class KernelFor, class Input, class Format, class Layout>
 Result<QuantizedTensor<Format, Layout>> runGroupTileProducer(const char* fn, const Input& in, index_t rows,
                                                              index_t groups, Fp8Matrix<Format> q,
                                                              ScaleView<float, Layout> scale, const QuantOptions& opt,
@@ -424,8 +433,8 @@ Result<QuantizedTensor<Format, Layout>> runGroupTileProducer(const char* fn, con
     if (Status s = clearEmptyScalePadding(fn, scale, stream); !s) return s;
     return out;
   }
-  const Status launched = launchGroupTile<In, Layout::kColumnMajor, KernelFor>(fn, rows, groups, opt, stream,
-                                                                               residentWaves, in, q, scale, fmax);
+  const Status launched = launchGroupTile<In, Layout::kColumnMajor, KernelFor>(
+      fn, rows, groups, scaleHasPadding(scale), opt, stream, residentWaves, in, q, scale, fmax);
   if (!launched) return launched;
   return out;
 }

@@ -120,10 +120,10 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormGather(const RmsNormQuantInput<
 /// the arithmetic and the group reduction too, storing nothing: the shuffles
 /// then sit in no divergent branch (which costs warp-collective
 /// bookkeeping); validity is uniform over a group's kLanes lanes, since vecs
-/// is a multiple of kLanes. Every thread of the block must call it (it
-/// contains a block barrier).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
-          class WeightAt>
+/// is a multiple of kLanes. kScalePadding: as ownsScalePadding takes it.
+/// Every thread of the block must call it (it contains a block barrier).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
+          int kMaxVecs, class WeightAt>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<In>& in, index_t m,
                                                         float (&h)[kMaxVecs][kVecElems<In>],
                                                         const float (&partial)[kMaxVecs], int& parity,
@@ -162,7 +162,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<
       // Checked here, not ahead of the row's chain as in groupTile: that
       // measured within 1% at M <= 8 and 0.2-1% slower from M = 64 up
       // (benchmarks/results/h200_round4_tries.txt, part 6).
-      if (ownsScalePadding(scale, m)) zeroScalePadding<kLanes>(scale, g, t % kLanes);
+      if (ownsScalePadding<kScalePadding>(scale, m)) zeroScalePadding<kLanes>(scale, g, t % kLanes);
     }
   }
 }
@@ -183,10 +183,11 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadWeightRaw(const RmsNormQuantInput<
 /// fp32 (already rounded to In). The fused allreduce passes its rank-ordered
 /// sum; in.x itself is not read here. The weight is fetched first, as raw
 /// bytes, so that its latency hides behind the reduction. `parity` as rowSum
-/// takes it (one variable per block, kept across the block's rows). Every
-/// thread of the block must call it (it contains a block barrier).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
-          class LoadX>
+/// takes it (one variable per block, kept across the block's rows);
+/// kScalePadding as ownsScalePadding takes it. Every thread of the block must
+/// call it (it contains a block barrier).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
+          int kMaxVecs, class LoadX>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuantInput<In>& in, index_t m,
                                                               const LoadX& loadX, Fp8Matrix<Format> q,
                                                               ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
@@ -201,12 +202,14 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
       in, m, [&](int i, float* out) { loadX(i * kThreads + t, out); },
       [&](int i, float* out) { loadVec(in.residual + m * in.ldResidual + (i * kThreads + t) * kVE, out); }, h,
       partial);
-  rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(
+  rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kThreads, kMaxVecs>(
       in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(wRaw[i], w); }, q, scale, fmax, eps,
       scalesEvictLast);
 }
 
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
+/// One block per row (kScalePadding: as ownsScalePadding takes it).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
+          int kMaxVecs>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
                        ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
@@ -216,12 +219,14 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
   allowDependentLaunch();
   const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
   int parity = 0;
-  rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax,
-                                                                                     eps, scalesEvictLast, parity);
+  rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kThreads, kMaxVecs>(
+      in, m, loadX, q, scale, fmax, eps, scalesEvictLast, parity);
 }
 
 /// One launch of kThreads-thread blocks, kMaxVecs vectors a thread (the row
-/// must fit: K / kVecElems <= kThreads * kMaxVecs), one block per row.
+/// must fit: K / kVecElems <= kThreads * kMaxVecs), one block per row; the
+/// kernel without padding code when the view has no padding slots
+/// (scaleHasPadding).
 template <class Format, int kThreads, int kMaxVecs, class In, class Layout>
 Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                               const QuantOptions& opt, float fmax, Stream stream) {
@@ -229,13 +234,15 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
   if (!fitsOneGrid(in.rows, kThreads))
     return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    const DeviceError e =
-        launchKernelPdl(opt.programmaticLaunch,
-                        rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE,
-                                           kThreads, kMaxVecs>,
-                        dim3(static_cast<unsigned>(in.rows)), dim3(kThreads), 0, stream, in, q, scale, fmax, opt.eps,
-                        storesScalesEvictLast(opt.scaleStore));
-    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
+    return dispatchScalePadding<TRANSPOSE_SCALE>(scaleHasPadding(scale), [&](auto padding) {
+      const DeviceError e =
+          launchKernelPdl(opt.programmaticLaunch,
+                          rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE,
+                                             decltype(padding)::value, kThreads, kMaxVecs>,
+                          dim3(static_cast<unsigned>(in.rows)), dim3(kThreads), 0, stream, in, q, scale, fmax,
+                          opt.eps, storesScalesEvictLast(opt.scaleStore));
+      return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
+    });
   });
 }
 
@@ -248,6 +255,9 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
 /// from global memory puts an L2 round trip (the streamed rows evict it from
 /// L1) on every row's path after the reduction. Its row loop keeps more
 /// registers live than rmsNormQuantKernel (RmsNormPolicy picks the shape).
+/// It keeps its padding code for every column-major view: without it,
+/// column-major M = 8192 measured 1.9% slower, not faster
+/// (benchmarks/results/h200_round5.txt).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
           int kMinBlocks>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
@@ -288,7 +298,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
         [&](int i, float* out) { unpackVec<In>(rRaw[i], out); }, h, partial);
     const index_t next = m + gridDim.x;  // block-uniform
     if (next < in.rows) fetch(next);
-    rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>(
+    rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding*/ TRANSPOSE_SCALE, kThreads, kMaxVecs>(
         in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(weight[i][t], w); }, q, scale, fmax, eps,
         scalesEvictLast);
     if (next >= in.rows) break;

@@ -97,27 +97,27 @@ struct SiluClampLoad {
 
 /// groupTile over silu(gate) * up with kElems values a thread
 /// (GroupTilePolicy: kElems, or kSmallGridElems for small grids).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems>
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kElems>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
                          int tileRows, int tileGroups, bool scalesEvictLast) {
-  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, kElems, /*kDepth: a block per tile*/ 0>(
+  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kElems, /*kDepth: a block per tile*/ 0>(
       SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q, scale, fmax, eps, tileRows, tileGroups,
       scalesEvictLast);
 }
 
-/// siluClampQuantKernel for a rule and group size, in the form launchGroupTile
+/// siluClampQuantKernel for a rule, group size and kScalePadding, in the form launchGroupTile
 /// takes (GroupQuantKernelFor: kElems values a thread). SiLU-clamp always
 /// runs a block per row tile: its launch passes no wave cap, so
 /// looping<kElems>() is never chosen, and it names the same kernel.
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct SiluClampQuantKernelFor {
-  template <class Rule, int kGroup>
+  template <class Rule, int kGroup, bool kScalePadding>
   struct Of {
     template <int kElems>
     static auto loopFree() {
-      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kElems>;
+      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kElems>;
     }
     template <int kElems>
     static auto looping() {
