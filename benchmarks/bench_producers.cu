@@ -427,6 +427,17 @@ template <>
 ScaleView<float, ColMajor> scaleView<ColMajor>(index_t M, index_t G) {
   return colMajorView(gBuf.s, M, G, M).value();
 }
+/// The scale view of a producer entry: ld = M (kLdAlign 1), or column-major
+/// with ld = align(M, kLdAlign) (DeepGEMM's TMA-aligned ld for fp32 scales:
+/// kLdAlign 4; padding slots for M % 4 != 0).
+template <class Layout, int kLdAlign>
+ScaleView<float, Layout> entryScaleView(index_t M, index_t G) {
+  static_assert(kLdAlign == 1 || Layout::kColumnMajor, "only column-major views take a padded ld");
+  if constexpr (kLdAlign == 1)
+    return scaleView<Layout>(M, G);
+  else
+    return colMajorView(gBuf.s, M, G, alignUp(M, kLdAlign)).value();
+}
 
 /// 64 MiB copied by copyKernel (between the copy buffers, apart from every
 /// producer buffer): more than the H200's 50 MB L2, so the producer's
@@ -477,13 +488,13 @@ void timeProducer(benchmark::State& state, const Call& call, double bytes, std::
 }
 
 template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal,
-          bool kThenFlush = false>
+          bool kThenFlush = false, int kLdAlign = 1>
 void BM_GroupQuant(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   const QuantOptions opt = producerOptions<kPdl, kStore>();
   const auto in = GroupQuantInput<BFloat16>::matrix(gBuf.x, M, K, K);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
-  const auto sv = scaleView<Layout>(M, G);
+  const auto sv = entryScaleView<Layout, kLdAlign>(M, G);
   timeProducer<kThenFlush>(
       state, [&] { expectOk(groupQuant<E4M3FN>(in, q, sv, opt, gStream).status()); },
       static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
@@ -504,13 +515,13 @@ RmsNormQuantInput<BFloat16> rmsInput(index_t M) {
 }
 
 template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal,
-          bool kThenFlush = false>
+          bool kThenFlush = false, int kLdAlign = 1>
 void BM_RmsNormQuant(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   const QuantOptions opt = producerOptions<kPdl, kStore>();
   const RmsNormQuantInput<BFloat16> in = rmsInput(M);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
-  const auto sv = scaleView<Layout>(M, G);
+  const auto sv = entryScaleView<Layout, kLdAlign>(M, G);
   // x and residual read, residual written, fp8 and scales written (weight: L2).
   // The residual accumulates x over the replays: magnitudes grow slowly and
   // stay finite, which keeps the data realistic for timing.
@@ -775,6 +786,10 @@ void registerAll(bool quick) {
   // Programmatic dependent launch: back-to-back calls overlap launch latency.
   reg("group_quant/col_major/pdl", BM_GroupQuant<ColMajor, true>);
   reg("rmsnorm_quant/col_major/pdl", BM_RmsNormQuant<ColMajor, true>);
+  // Column-major with ld = align(M, 4): padding slots at odd M (the kernels with padding code).
+  constexpr auto kPlainStores = ScaleStorePolicy::kEvictNormal;
+  reg("group_quant/col_major/ld_align4", BM_GroupQuant<ColMajor, false, kPlainStores, false, 4>);
+  reg("rmsnorm_quant/col_major/ld_align4", BM_RmsNormQuant<ColMajor, false, kPlainStores, false, 4>);
   for (index_t I : {2048, 3072})
     for (index_t M : rows) {
       benchmark::RegisterBenchmark("silu_clamp_quant/row_major", BM_SiluClampQuant<RowMajor>)

@@ -9,6 +9,9 @@ copy, time as a ratio to copying the producer's input bytes, the column-major
 over row-major cost, and for group quant the saving of transposed emission
 over row-major emission + materialize. A run with repetitions gives medians. Where the run has .../col_major/pdl/...
 entries (programmatic dependent launch), their time and time vs input copy too;
+where it has .../col_major/ld_align4/... entries (column-major scales with
+ld = align(M, 4), padding slots at M % 4 != 0), their time and its ratio to
+row-major;
 where it has move_bytes/... entries (the producer's bytes moved by a kernel
 without the arithmetic), that kernel's bandwidth vs the copy: the ceiling of
 the producer's read:write mix in the same run; for RMSNorm quant also
@@ -57,6 +60,9 @@ def main() -> None:
         head = "| M | row-major us | col-major us | col / row | BW vs copy (row, col) | time vs input copy (row, col) |"
         pdl = any(n.startswith(f"{key}/col_major/pdl/") for n in rows)
         head += " col-major + PDL us (vs input copy) |" if pdl else ""
+        # column-major with ld = align(M, 4): padding slots where M % 4 != 0
+        padded = any(n.startswith(f"{key}/col_major/ld_align4/") for n in rows)
+        head += " col-major, ld = align(M, 4): us (vs row) |" if padded else ""
         move = any(n.startswith(f"move_bytes/{key}/") for n in rows)
         head += " same bytes, no arithmetic: BW vs copy |" if move else ""
         # RMSNorm: the same bytes with the residual in place, in its row loop's order
@@ -75,6 +81,9 @@ def main() -> None:
             if pdl:
                 p = rows.get(f"{key}/col_major/pdl/{m}{suffix}")
                 line += f" {p['us_per_call']:.2f} ({p['vs_input_copy']:.2f}) |" if p else " |"
+            if padded:
+                a = rows.get(f"{key}/col_major/ld_align4/{m}{suffix}")
+                line += f" {a['us_per_call']:.2f} ({a['us_per_call'] / r['us_per_call']:.3f}) |" if a else " |"
             if move:
                 mv = rows.get(f"move_bytes/{key}/{m}{suffix}")
                 line += f" {mv['vs_copy_bw']:.2f} |" if mv else " |"
