@@ -76,6 +76,16 @@ TYPED_TEST(GroupQuantDevice, RowLoopingKernelWithAndWithoutScalePadding) {
   for (index_t ld : {4096, 4099}) runGroupQuantCase<TypeParam>(4096, 7168, 128, static_cast<unsigned>(ld), ld);
 }
 
+// The padding row of blocks of the loop-free kernels: the small grid
+// (M = 2 and 3, 128-thread blocks) and a block per row tile (M = 130 and
+// 129, 256 threads), with two slots a column (ld = align(M, 4) at
+// M % 4 == 2, which the contract's M list lacks) and with padding wider than
+// a block (ld - M = 300).
+TYPED_TEST(GroupQuantDevice, PaddingRowOfBlocksWritesEverySlot) {
+  for (index_t M : {2, 130}) runGroupQuantCase<TypeParam>(M, 7168, 128, static_cast<unsigned>(M), alignUp(M, 4));
+  for (index_t M : {3, 129}) runGroupQuantCase<TypeParam>(M, 7168, 128, static_cast<unsigned>(M), M + 300);
+}
+
 class GroupQuantDeviceShapes : public DeviceTest {};
 
 // The MLA o_proj input: [M, H, D] with padded token and head strides.

@@ -148,7 +148,10 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layo
 }
 
 /// Whether the group of row m writes its column's padding slots: the view
-/// is column-major with ld > M and m = M - 1. Always false for
+/// is column-major with ld > M and m = M - 1 (the kernels that loop over
+/// rows: group quant's capped grid, RMSNorm's rows kernel, the fused
+/// allreduce; kernels of a block per row or row tile leave the padding to a
+/// padding block instead: zeroScalePaddingColumns). Always false for
 /// kScalePadding = false, which a launcher instantiates only for views
 /// without padding slots (scaleHasPadding), so that those kernels hold no
 /// padding code at all: on the H200 that code alone, never executed with
@@ -156,10 +159,8 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layo
 /// (benchmarks/results/h200_round5.txt). kScalePadding = true is right for
 /// any view. The group-tile producers evaluate it before the group's
 /// arithmetic and write the padding before the scale: the view's rows and ld
-/// (parameter loads) then stay off the end of the dependency chain, and
-/// lanes other than the scale's writer leave without waiting for it to
-/// reconverge (column-major group quant and SiLU-clamp 1.7-2.5% faster at
-/// M <= 8; benchmarks/results/h200_round4_tries.txt, part 6).
+/// (parameter loads) then stay off the end of the dependency chain
+/// (benchmarks/results/h200_round4_tries.txt, part 6).
 template <bool kScalePadding, class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE bool ownsScalePadding(const ScaleView<float, Layout>& scale, index_t m) {
   if constexpr (Layout::kColumnMajor && kScalePadding) {
@@ -184,6 +185,35 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePadding(const ScaleView<float
     (void)scale;
     (void)g;
     (void)lane;
+  }
+}
+
+/// The work of a padding block (a launch's extra block, which kernels of a
+/// block per row or row tile run for a view with padding slots): slots
+/// [M, ld) of columns g = first, first + step, ... (< G) written 0 by all of
+/// the block's threads. On the H200, padding written in its own block
+/// instead of by the last row's groups took column-major group quant at
+/// M = 1 / 2 with ld = 4 from 1.52 / 1.57 to 1.43 / 1.47 us
+/// (benchmarks/results/h200_round5.txt, part 2): off the rows' critical
+/// path. Nothing for row-major views.
+template <class Layout>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePaddingColumns(const ScaleView<float, Layout>& scale,
+                                                                  index_t first, index_t step) {
+  if constexpr (Layout::kColumnMajor) {
+    // One (column, slot) pair a thread per pass, not a loop over the columns
+    // in every thread: that form took group quant at M = 1 (ld = 4) from
+    // 1.55 to 7.7 us on the H200 (benchmarks/results/h200_round5.txt, part 6).
+    float* const data = scale.data();  // [G][ld], slots [M, ld)
+    const index_t rows = scale.rows(), ld = scale.ld(), pad = ld - rows;
+    const index_t columns = scale.cols() > first ? (scale.cols() - first + step - 1) / step : 0;
+    for (index_t i = threadIdx.x; i < columns * pad; i += blockDim.x) {
+      const index_t j = i / pad;  // this block's j-th column: g = first + j * step
+      data[(first + j * step) * ld + rows + (i - j * pad)] = 0.0f;
+    }
+  } else {
+    (void)scale;
+    (void)first;
+    (void)step;
   }
 }
 

@@ -104,9 +104,10 @@ struct GroupTilePolicy {
   ///     1.80 -> 1.55 us); group quant 1-4% faster at M <= 8 and within 2%
   ///     above (one entry 2.2% slower); M = 512 (not a small grid) unchanged.
   /// Grids that fill the SMs keep 16 values a thread: 8-value slices were
-  /// slower there when measured (README, "Earlier"). fp16 behaves as bf16;
-  /// fp32 input (4 values a thread, a whole warp per group of 128) was not
-  /// measured.
+  /// slower there when measured (benchmarks/results/HISTORY.md, "Earlier
+  /// rounds"; the looping kernel: h200_round5.txt, part 1). fp16 behaves as
+  /// bf16; fp32 input (4 values a thread, a whole warp per group of 128) was
+  /// not measured.
   static constexpr int kSmallGridThreads = 128;
   static constexpr int kSmallGridElems = detail::kVecElems<In>;
   static_assert(kSmallGridThreads <= kThreads, "the kernels' __launch_bounds__ is kThreads");
@@ -226,8 +227,12 @@ struct PlainLoad {
 /// (the grid must not be capped). (Two slices a thread converted to fp32 up front
 /// measured 6-12% slower on the H200: 59-63 registers halve the resident warps.)
 /// scalesEvictLast: storeScale's L2 policy (ScaleStorePolicy resolved).
-/// kScalePadding: as ownsScalePadding takes it (false: the view has no
-/// padding slots).
+/// kScalePadding (false: the view has no padding slots): with kDepth = 0
+/// the grid has one more row of blocks (blockIdx.y = gridDim.y - 1) whose
+/// blocks write the padding (zeroScalePaddingColumns, columns strided by
+/// gridDim.x); with kDepth > 0 (a capped grid, where an extra row of blocks
+/// would wait for slots and lengthen the tail) the last row's groups do
+/// (ownsScalePadding).
 template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kElems, int kDepth,
           class Load>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t rows, index_t groups,
@@ -250,15 +255,19 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
   const index_t rowStep = static_cast<index_t>(gridDim.x) * tileRows;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
-  if (m >= rows || g >= groups) return;  // the whole group's lanes leave together
+  if (m >= rows || g >= groups) {  // the whole group's lanes leave together
+    if constexpr (kScalePadding && kDepth == 0) {
+      // The padding row of blocks (launchGroupTile): every thread of it is past the groups.
+      if (blockIdx.y == gridDim.y - 1) zeroScalePaddingColumns(scale, blockIdx.x, gridDim.x);
+    }
+    return;
+  }
 
   if constexpr (kDepth == 0) {  // one row tile per block: the grid is not capped
     const index_t k = g * kGroup + lane * kElems;
-    const bool pads = ownsScalePadding<kScalePadding>(scale, m);  // ahead of the chain (ownsScalePadding)
     float v[kElems];
     load.values(load.template fetch<kElems>(m, k), v);  // (M, K) slice
     const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(m, k), fmax, eps);
-    if (pads) zeroScalePadding<kLanes>(scale, g, lane);
     if (lane == 0) storeScale(scale, m, g, s, scalesEvictLast);  // (M, G)
     return;
   }
@@ -354,8 +363,10 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
 
 /// The launch shared by the group-tile producers: the rule x group-size x
 /// padding dispatch to KernelFor<Rule, kGroup, kScalePadding> (kScalePadding =
-/// `scalePadding`, which must be scaleHasPadding of the call's view), then
-/// grid, tile and kernel, called
+/// `scalePadding`: scaleHasPadding of the view among `args`; false for a view
+/// with padding slots would leave them unwritten, true for one without them
+/// is correct and slower; a padded launch of a loop-free kernel gets
+/// groupTile's padding row of blocks), then grid, tile and kernel, called
 /// with (args..., eps, tileRows, tileGroups, scalesEvictLast). A grid of at most
 /// GroupTilePolicy::kLoopFreeMaxWaves x the blocks the device runs at once
 /// of KernelFor's loopFree<kElems>() kernel (or any grid when `residentWaves`
@@ -384,6 +395,7 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, bool scaleP
       auto kernel = Kernels::template loopFree<Policy::kElems>();
       const index_t blocks = static_cast<index_t>(grid.x) * grid.y;
       bool smallGrid = false;  // fewer blocks than SMs: smaller blocks, more SMs
+      bool looping = false;    // a capped grid of the looping kernel
       if (blocks < kSmallGridQueryBlocks) {
         int sms = 0, device = 0;
         if (const DeviceError e = cachedSmCount(&sms, &device); e != kDeviceSuccess) return Status::fromDevice(fn, e);
@@ -402,6 +414,7 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, bool scaleP
         if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
         if (blocks > static_cast<index_t>(resident) * Policy::kLoopFreeMaxWaves) {
           kernel = Kernels::template looping<Policy::kElems>();
+          looping = true;
           e = residentBlocks(&resident, kernel, kThreads);
           if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
           if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, Policy::kElems,
@@ -410,6 +423,12 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, bool scaleP
               !s)
             return s;
         }
+      }
+      if (decltype(padding)::value && !looping) {  // the padding row of blocks (groupTile)
+        if (static_cast<index_t>(grid.y) + 1 > kMaxGridY)
+          return Status::error(StatusCode::kInvalidShape, fn, "groups", "too many groups per row for one launch",
+                               groups, (kMaxGridY - 1) * tileGroups);
+        grid.y += 1;
       }
       const DeviceError e =
           launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(threads), 0, stream, args..., opt.eps, tileRows,

@@ -207,39 +207,50 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
       scalesEvictLast);
 }
 
-/// One block per row (kScalePadding: as ownsScalePadding takes it).
+/// One block per row; with kScalePadding (the view has padding slots) one
+/// more block, m = M, writes the padding (zeroScalePaddingColumns) and the
+/// rows do not.
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
           int kMaxVecs>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
                        ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
                        bool scalesEvictLast) {
+  static_assert(TRANSPOSE_SCALE || !kScalePadding, "row-major views have no padding slots");
   const index_t m = blockIdx.x;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
+  if constexpr (kScalePadding) {
+    if (m == in.rows) {  // the padding block (launchRmsNormQuantWith)
+      zeroScalePaddingColumns(scale, 0, 1);
+      return;
+    }
+  }
   const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
   int parity = 0;
-  rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kThreads, kMaxVecs>(
-      in, m, loadX, q, scale, fmax, eps, scalesEvictLast, parity);
+  rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding: the padding block's*/ false,
+                      kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax, eps, scalesEvictLast, parity);
 }
 
 /// One launch of kThreads-thread blocks, kMaxVecs vectors a thread (the row
-/// must fit: K / kVecElems <= kThreads * kMaxVecs), one block per row; the
-/// kernel without padding code when the view has no padding slots
-/// (scaleHasPadding).
+/// must fit: K / kVecElems <= kThreads * kMaxVecs), one block per row, and
+/// a padding block when the view has padding slots (scaleHasPadding; else
+/// the kernel without padding code).
 template <class Format, int kThreads, int kMaxVecs, class In, class Layout>
 Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                               const QuantOptions& opt, float fmax, Stream stream) {
   constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
-  if (!fitsOneGrid(in.rows, kThreads))
+  const bool padded = scaleHasPadding(scale);
+  const index_t blocks = in.rows + (padded ? 1 : 0);  // the rows, and the padding block
+  if (!fitsOneGrid(blocks, kThreads))
     return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    return dispatchScalePadding<TRANSPOSE_SCALE>(scaleHasPadding(scale), [&](auto padding) {
+    return dispatchScalePadding<TRANSPOSE_SCALE>(padded, [&](auto padding) {
       const DeviceError e =
           launchKernelPdl(opt.programmaticLaunch,
                           rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE,
                                              decltype(padding)::value, kThreads, kMaxVecs>,
-                          dim3(static_cast<unsigned>(in.rows)), dim3(kThreads), 0, stream, in, q, scale, fmax,
+                          dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, in, q, scale, fmax,
                           opt.eps, storesScalesEvictLast(opt.scaleStore));
       return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
     });
@@ -256,8 +267,8 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
 /// L1) on every row's path after the reduction. Its row loop keeps more
 /// registers live than rmsNormQuantKernel (RmsNormPolicy picks the shape).
 /// It keeps its padding code for every column-major view: without it,
-/// column-major M = 8192 measured 1.9% slower, not faster
-/// (benchmarks/results/h200_round5.txt).
+/// column-major M = 8192 measured 1.9% slower and M = 2048 1.0% faster in
+/// one A/B (benchmarks/results/h200_round5.txt, part 3).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
           int kMinBlocks>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
