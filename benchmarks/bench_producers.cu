@@ -786,7 +786,7 @@ void registerAll(bool quick) {
   // Programmatic dependent launch: back-to-back calls overlap launch latency.
   reg("group_quant/col_major/pdl", BM_GroupQuant<ColMajor, true>);
   reg("rmsnorm_quant/col_major/pdl", BM_RmsNormQuant<ColMajor, true>);
-  // Column-major with ld = align(M, 4): padding slots at odd M (the kernels with padding code).
+  // Column-major with ld = align(M, 4): padding slots at M % 4 != 0 (the kernels with padding code).
   constexpr auto kPlainStores = ScaleStorePolicy::kEvictNormal;
   reg("group_quant/col_major/ld_align4", BM_GroupQuant<ColMajor, false, kPlainStores, false, 4>);
   reg("rmsnorm_quant/col_major/ld_align4", BM_RmsNormQuant<ColMajor, false, kPlainStores, false, 4>);
