@@ -191,10 +191,10 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePadding(const ScaleView<float
 /// The work of a padding block (a launch's extra block, which kernels of a
 /// block per row or row tile run for a view with padding slots): slots
 /// [M, ld) of columns g = first, first + step, ... (< G) written 0 by all of
-/// the block's threads. On the H200, padding written in its own block
+/// the block's threads. On the H200, padding written by padding blocks
 /// instead of by the last row's groups took column-major group quant at
-/// M = 1 / 2 with ld = 4 from 1.52 / 1.57 to 1.43 / 1.47 us
-/// (benchmarks/results/h200_round5.txt, part 2): off the rows' critical
+/// M = 1 / 2 with ld = 4 from 1.54 / 1.57 to 1.40 / 1.40 us
+/// (benchmarks/results/h200_round5.txt, part 6): off the rows' critical
 /// path. Nothing for row-major views.
 template <class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePaddingColumns(const ScaleView<float, Layout>& scale,
@@ -202,7 +202,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePaddingColumns(const ScaleVie
   if constexpr (Layout::kColumnMajor) {
     // One (column, slot) pair a thread per pass, not a loop over the columns
     // in every thread: that form took group quant at M = 1 (ld = 4) from
-    // 1.55 to 7.7 us on the H200 (benchmarks/results/h200_round5.txt, part 6).
+    // 1.57 to 7.72 us on the H200 (benchmarks/results/h200_round5.txt, part 6).
     float* const data = scale.data();  // [G][ld], slots [M, ld)
     const index_t rows = scale.rows(), ld = scale.ld(), pad = ld - rows;
     const index_t columns = scale.cols() > first ? (scale.cols() - first + step - 1) / step : 0;
