@@ -596,6 +596,10 @@ template <class Load, int kElems, int kDepth, int kWaves, class Layout, int kThr
 void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix<E4M3FN>& q,
                          const ScaleView<float, Layout>& sv) {
   constexpr bool T = Layout::kColumnMajor;
+  if (detail::scaleHasPadding(sv)) {  // the tune kernels are built without padding code
+    std::fprintf(stderr, "tune entries take scale views without padding slots (ld = M)\n");
+    std::exit(1);
+  }
   const auto kernel = tuneGroupTileKernel<Load, kElems, kDepth, T>;
   int resident = 0;
   if (kWaves > 0) BENCH_CHECK(detail::residentBlocks(&resident, kernel, kThreads));
