@@ -48,6 +48,8 @@ using bench::kLaunchesPerGraph;
 const index_t kHidden = 7168;
 static_assert(kHidden / 8 <= 1024, "the RMSNorm byte moves cover rows of up to 1024 16-byte vectors");
 const std::vector<index_t> kRows = {1, 2, 4, 8, 16, 32, 64, 128, 512, 2048, 8192, 16384, 65536};
+/// M % 4 == 3 (odd_m/... entries): ld = align(M, 4) has a padding slot a column.
+const std::vector<index_t> kOddRows = {3, 127, 2047, 8191, 65535};
 
 cudaStream_t gStream;
 
@@ -530,13 +532,14 @@ void BM_RmsNormQuant(benchmark::State& state) {
       static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
 }
 
-template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal>
+template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal,
+          int kLdAlign = 1>
 void BM_SiluClampQuant(benchmark::State& state) {
   const index_t M = state.range(0), I = state.range(1), G = I / 128;
   const QuantOptions opt = producerOptions<kPdl, kStore>();
   const SiluClampInput<BFloat16> in{gBuf.x, M, I, 2 * I, 7.0f};
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, I, I};
-  const auto sv = scaleView<Layout>(M, G);
+  const auto sv = entryScaleView<Layout, kLdAlign>(M, G);
   timeProducer<false>(
       state, [&] { expectOk(siluClampQuant<E4M3FN>(in, q, sv, opt, gStream).status()); },
       static_cast<double>(M) * I * 5 + M * G * 4.0, static_cast<std::size_t>(M * I * 4));
@@ -802,7 +805,31 @@ void registerAll(bool quick) {
           ->Args({M, I})->UseManualTime()->Iterations(3);
       benchmark::RegisterBenchmark("silu_clamp_quant/col_major/pdl", BM_SiluClampQuant<ColMajor, true>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
+      benchmark::RegisterBenchmark("silu_clamp_quant/col_major/ld_align4",
+                                   BM_SiluClampQuant<ColMajor, false, kPlainStores, 4>)
+          ->Args({M, I})->UseManualTime()->Iterations(3);
     }
+  // M % 4 == 3: column-major with ld = M (no padding slots) and with
+  // ld = align(M, 4) (one padding slot a column, written by the launch's
+  // padding blocks or its last row), against row-major at the same M.
+  for (index_t M : kOddRows) {
+    if (quick && M != 8191) continue;
+    auto odd = [&](const char* name, auto fn) {
+      benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
+    };
+    odd("odd_m/group_quant/row_major", BM_GroupQuant<RowMajor>);
+    odd("odd_m/group_quant/col_major", BM_GroupQuant<ColMajor>);
+    odd("odd_m/group_quant/col_major/ld_align4", BM_GroupQuant<ColMajor, false, kPlainStores, false, 4>);
+    odd("odd_m/rmsnorm_quant/row_major", BM_RmsNormQuant<RowMajor>);
+    odd("odd_m/rmsnorm_quant/col_major", BM_RmsNormQuant<ColMajor>);
+    odd("odd_m/rmsnorm_quant/col_major/ld_align4", BM_RmsNormQuant<ColMajor, false, kPlainStores, false, 4>);
+    auto oddSilu = [&](const char* name, auto fn) {
+      benchmark::RegisterBenchmark(name, fn)->Args({M, 2048})->UseManualTime()->Iterations(3);
+    };
+    oddSilu("odd_m/silu_clamp_quant/row_major", BM_SiluClampQuant<RowMajor>);
+    oddSilu("odd_m/silu_clamp_quant/col_major", BM_SiluClampQuant<ColMajor>);
+    oddSilu("odd_m/silu_clamp_quant/col_major/ld_align4", BM_SiluClampQuant<ColMajor, false, kPlainStores, 4>);
+  }
   if (!quick) {
     registerScaleStore();
     registerTuning();

@@ -16,7 +16,9 @@ where it has move_bytes/... entries (the producer's bytes moved by a kernel
 without the arithmetic), that kernel's bandwidth vs the copy: the ceiling of
 the producer's read:write mix in the same run; for RMSNorm quant also
 move_bytes/rmsnorm_quant/in_place/rows_b2/... (its residual written in place,
-in its row loop's order and occupancy).
+in its row loop's order and occupancy). Where the run has odd_m/... entries
+(M % 4 == 3), a last table of their column-major times, ld = M and
+ld = align(M, 4), against row-major.
 """
 import json
 import re
@@ -95,6 +97,30 @@ def main() -> None:
                 line += f" {mm['us_per_call']:.2f} | {mm['us_per_call'] - c['us_per_call']:.2f} |"
             print(line)
         print()
+    odd_table(rows)
+
+
+def odd_table(rows) -> None:
+    """odd_m/... entries (M % 4 == 3): column-major with ld = M and with
+    ld = align(M, 4) (a padding slot a column), as ratios to row-major."""
+    odd = sorted({(n.split("/")[1], int(b["M"])) for n, b in rows.items() if n.startswith("odd_m/") and "M" in b},
+                 key=lambda km: (km[0], km[1]))
+    if not odd:
+        return
+    print("**M % 4 == 3: padding slots** (SiLU-clamp at I = 2048)\n")
+    head = "| producer | M | row-major us | col-major, ld = M: us (vs row) | col-major, ld = align(M, 4): us (vs row) |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for key, m in odd:
+        suffix = "/2048" if key == "silu_clamp_quant" else ""
+        r = rows.get(f"odd_m/{key}/row_major/{m}{suffix}")
+        c = rows.get(f"odd_m/{key}/col_major/{m}{suffix}")
+        a = rows.get(f"odd_m/{key}/col_major/ld_align4/{m}{suffix}")
+        if not r:
+            continue
+        cell = lambda e: f"{e['us_per_call']:.2f} ({e['us_per_call'] / r['us_per_call']:.3f})" if e else ""
+        print(f"| {key} | {m} | {r['us_per_call']:.2f} | {cell(c)} | {cell(a)} |")
+    print()
 
 
 if __name__ == "__main__":

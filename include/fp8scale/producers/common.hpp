@@ -190,22 +190,23 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePadding(const ScaleView<float
 
 /// The work of a padding block (a launch's extra block, which kernels of a
 /// block per row or row tile run for a view with padding slots): slots
-/// [M, ld) of columns g = first, first + step, ... (< G) written 0 by all of
-/// the block's threads. On the H200, padding written by padding blocks
+/// [M, ld) of columns g = first, first + step, ... (< end, < G) written 0 by
+/// all of the block's threads. On the H200, padding written by padding blocks
 /// instead of by the last row's groups took column-major group quant at
 /// M = 1 / 2 with ld = 4 from 1.54 / 1.57 to 1.40 / 1.40 us
 /// (benchmarks/results/h200_round5.txt, part 6): off the rows' critical
 /// path. Nothing for row-major views.
 template <class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePaddingColumns(const ScaleView<float, Layout>& scale,
-                                                                  index_t first, index_t step) {
+                                                                  index_t first, index_t end, index_t step) {
   if constexpr (Layout::kColumnMajor) {
     // One (column, slot) pair a thread per pass, not a loop over the columns
     // in every thread: that form took group quant at M = 1 (ld = 4) from
     // 1.57 to 7.72 us on the H200 (benchmarks/results/h200_round5.txt, part 6).
     float* const data = scale.data();  // [G][ld], slots [M, ld)
     const index_t rows = scale.rows(), ld = scale.ld(), pad = ld - rows;
-    const index_t columns = scale.cols() > first ? (scale.cols() - first + step - 1) / step : 0;
+    const index_t stop = end < scale.cols() ? end : scale.cols();
+    const index_t columns = stop > first ? (stop - first + step - 1) / step : 0;
     for (index_t i = threadIdx.x; i < columns * pad; i += blockDim.x) {
       const index_t j = i / pad;  // this block's j-th column: g = first + j * step
       data[(first + j * step) * ld + rows + (i - j * pad)] = 0.0f;
@@ -213,6 +214,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePaddingColumns(const ScaleVie
   } else {
     (void)scale;
     (void)first;
+    (void)end;
     (void)step;
   }
 }

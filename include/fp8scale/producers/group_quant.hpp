@@ -228,11 +228,11 @@ struct PlainLoad {
 /// measured 6-12% slower on the H200: 59-63 registers halve the resident warps.)
 /// scalesEvictLast: storeScale's L2 policy (ScaleStorePolicy resolved).
 /// kScalePadding (false: the view has no padding slots): with kDepth = 0
-/// the grid has one more row of blocks (blockIdx.y = gridDim.y - 1) whose
-/// blocks write the padding (zeroScalePaddingColumns, columns strided by
-/// gridDim.x); with kDepth > 0 (a capped grid, where an extra row of blocks
-/// would wait for slots and lengthen the tail) the last row's groups do
-/// (ownsScalePadding).
+/// the grid has one more column of blocks (blockIdx.x = gridDim.x - 1),
+/// block y writing the padding of group tile y's columns
+/// (zeroScalePaddingColumns); with kDepth > 0 (a capped grid, where extra
+/// blocks would wait for slots and lengthen the tail) the last row's groups
+/// do (ownsScalePadding).
 template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kElems, int kDepth,
           class Load>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t rows, index_t groups,
@@ -257,8 +257,11 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
   allowDependentLaunch();
   if (m >= rows || g >= groups) {  // the whole group's lanes leave together
     if constexpr (kScalePadding && kDepth == 0) {
-      // The padding row of blocks (launchGroupTile): every thread of it is past the groups.
-      if (blockIdx.y == gridDim.y - 1) zeroScalePaddingColumns(scale, blockIdx.x, gridDim.x);
+      // The padding column of blocks (launchGroupTile): every thread of it is past the rows.
+      if (blockIdx.x == gridDim.x - 1) {
+        const index_t first = static_cast<index_t>(blockIdx.y) * tileGroups;
+        zeroScalePaddingColumns(scale, first, first + tileGroups, 1);
+      }
     }
     return;
   }
@@ -366,7 +369,7 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
 /// `scalePadding`: scaleHasPadding of the view among `args`; false for a view
 /// with padding slots would leave them unwritten, true for one without them
 /// is correct and slower; a padded launch of a loop-free kernel gets
-/// groupTile's padding row of blocks), then grid, tile and kernel, called
+/// groupTile's padding column of blocks), then grid, tile and kernel, called
 /// with (args..., eps, tileRows, tileGroups, scalesEvictLast). A grid of at most
 /// GroupTilePolicy::kLoopFreeMaxWaves x the blocks the device runs at once
 /// of KernelFor's loopFree<kElems>() kernel (or any grid when `residentWaves`
@@ -424,11 +427,10 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, bool scaleP
             return s;
         }
       }
-      if (decltype(padding)::value && !looping) {  // the padding row of blocks (groupTile)
-        if (static_cast<index_t>(grid.y) + 1 > kMaxGridY)
-          return Status::error(StatusCode::kInvalidShape, fn, "groups", "too many groups per row for one launch",
-                               groups, (kMaxGridY - 1) * tileGroups);
-        grid.y += 1;
+      if (decltype(padding)::value && !looping) {  // the padding column of blocks (groupTile)
+        if (!fitsOneGrid(static_cast<index_t>(grid.x) + 1, threads))
+          return Status::error(StatusCode::kInvalidShape, fn, "M", "too many rows for one launch", rows);
+        grid.x += 1;
       }
       const DeviceError e =
           launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(threads), 0, stream, args..., opt.eps, tileRows,

@@ -222,7 +222,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
   allowDependentLaunch();
   if constexpr (kScalePadding) {
     if (m == in.rows) {  // the padding block (launchRmsNormQuantWith)
-      zeroScalePaddingColumns(scale, 0, 1);
+      zeroScalePaddingColumns(scale, 0, scale.cols(), 1);
       return;
     }
   }
