@@ -71,19 +71,26 @@ TYPED_TEST(GroupQuantDevice, BothSidesOfTheSmallGridBoundary) {
 // The kernel whose blocks loop over row tiles (grids above two waves of the
 // device: M = 4096 at K = 7168 on any GPU of up to 170 SMs), with column-major
 // ld = M (the kernels without padding code) and ld > M (with it): the
-// launcher instantiates each kernel shape both ways (scaleHasPadding).
+// launcher instantiates each kernel shape both ways (scaleHasPadding). Also
+// with groups of 32 and 64 (more lanes' slices a group tile, other tiles).
 TYPED_TEST(GroupQuantDevice, RowLoopingKernelWithAndWithoutScalePadding) {
   for (index_t ld : {4096, 4099}) runGroupQuantCase<TypeParam>(4096, 7168, 128, static_cast<unsigned>(ld), ld);
+  for (int groupSize : {32, 64}) runGroupQuantCase<TypeParam>(4095, 7168, groupSize, 7u, 4096);
 }
 
-// The padding row of blocks of the loop-free kernels: the small grid
-// (M = 2 and 3, 128-thread blocks) and a block per row tile (M = 130 and
-// 129, 256 threads), with two slots a column (ld = align(M, 4) at
-// M % 4 == 2, which the contract's M list lacks) and with padding wider than
-// a block (ld - M = 300).
-TYPED_TEST(GroupQuantDevice, PaddingRowOfBlocksWritesEverySlot) {
-  for (index_t M : {2, 130}) runGroupQuantCase<TypeParam>(M, 7168, 128, static_cast<unsigned>(M), alignUp(M, 4));
-  for (index_t M : {3, 129}) runGroupQuantCase<TypeParam>(M, 7168, 128, static_cast<unsigned>(M), M + 300);
+// The padding column of blocks of the loop-free kernels (one block per
+// group tile, past the last row tile): the small grid (M = 2 and 3,
+// 128-thread blocks) and a block per row tile (M = 130 and 129, 256
+// threads), with two slots a column (ld = align(M, 4) at M % 4 == 2, which
+// the contract's M list lacks) and with padding wider than a block
+// (ld - M = 300); at K = 7296 (57 groups) the last group tile is partial, so
+// its padding block must stop at the last column.
+TYPED_TEST(GroupQuantDevice, PaddingColumnOfBlocksWritesEverySlot) {
+  for (index_t K : {7168, 7296}) {
+    for (index_t M : {2, 130}) runGroupQuantCase<TypeParam>(M, K, 128, static_cast<unsigned>(M), alignUp(M, 4));
+    for (index_t M : {3, 129}) runGroupQuantCase<TypeParam>(M, K, 128, static_cast<unsigned>(M), M + 300);
+  }
+  for (int groupSize : {32, 64}) runGroupQuantCase<TypeParam>(6, 7296, groupSize, 11u, 8);
 }
 
 class GroupQuantDeviceShapes : public DeviceTest {};

@@ -187,9 +187,10 @@ TEST(ScalePaddingDispatch, PaddingKernelsOnlyForColumnMajorViewsWithPaddingSlots
   auto picked = [](auto padding) {
     return Status::error(StatusCode::kInvalidValue, "f", decltype(padding)::value ? "padding" : "none", "");
   };
-  EXPECT_STREQ(detail::dispatchScalePadding<true>(true, picked).argument(), "padding");
-  EXPECT_STREQ(detail::dispatchScalePadding<true>(false, picked).argument(), "none");
-  EXPECT_STREQ(detail::dispatchScalePadding<false>(true, picked).argument(), "none");
+  EXPECT_STREQ(detail::dispatchScalePadding(colMajorView(buf, 3, 7, 4).value(), picked).argument(), "padding");
+  EXPECT_STREQ(detail::dispatchScalePadding(colMajorView(buf, 1, 7, 8).value(), picked).argument(), "padding");
+  EXPECT_STREQ(detail::dispatchScalePadding(colMajorView(buf, 4, 7, 4).value(), picked).argument(), "none");
+  EXPECT_STREQ(detail::dispatchScalePadding(rowMajorView(buf, 3, 7, 9).value(), picked).argument(), "none");
 }
 
 }  // namespace

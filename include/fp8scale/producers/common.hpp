@@ -229,14 +229,15 @@ constexpr bool scaleHasPadding(const ScaleView<float, Layout>& scale) {
 }
 
 /// Calls f(std::bool_constant<kScalePadding>{}) with kScalePadding =
-/// `padded` (scaleHasPadding of the call's view); a row-major launch
-/// (kColumnMajor false) instantiates only false.
-template <bool kColumnMajor, class F>
-inline Status dispatchScalePadding(bool padded, F&& f) {
-  if constexpr (kColumnMajor) {
-    if (padded) return f(std::true_type{});
+/// scaleHasPadding(scale): the launch's kernels are chosen from the view they
+/// are given, so a launch cannot pair a padded view with a kernel without
+/// padding code. A row-major view instantiates only false.
+template <class Layout, class F>
+inline Status dispatchScalePadding(const ScaleView<float, Layout>& scale, F&& f) {
+  if constexpr (Layout::kColumnMajor) {
+    if (scaleHasPadding(scale)) return f(std::true_type{});
   }
-  (void)padded;
+  (void)scale;
   return f(std::false_type{});
 }
 

@@ -364,13 +364,13 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
   return Status::ok();
 }
 
-/// The launch shared by the group-tile producers: the rule x group-size x
-/// padding dispatch to KernelFor<Rule, kGroup, kScalePadding> (kScalePadding =
-/// `scalePadding`: scaleHasPadding of the view among `args`; false for a view
-/// with padding slots would leave them unwritten, true for one without them
-/// is correct and slower; a padded launch of a loop-free kernel gets
-/// groupTile's padding column of blocks), then grid, tile and kernel, called
-/// with (args..., eps, tileRows, tileGroups, scalesEvictLast). A grid of at most
+/// The launch shared by the group-tile producers, of KernelFor's kernels
+/// with (in, q, scale, fmax, eps, tileRows, tileGroups, scalesEvictLast):
+/// `rows` x `groups` groups, TRANSPOSE_SCALE = the view's layout. The rule x
+/// group-size x padding dispatch picks KernelFor<Rule, kGroup, kScalePadding>
+/// with kScalePadding = scaleHasPadding(scale), so the kernel always suits
+/// the view (a padded launch of a loop-free kernel gets groupTile's padding
+/// column of blocks); then grid, tile and kernel. A grid of at most
 /// GroupTilePolicy::kLoopFreeMaxWaves x the blocks the device runs at once
 /// of KernelFor's loopFree<kElems>() kernel (or any grid when `residentWaves`
 /// <= 0) runs that kernel, a block per row tile; a larger one runs
@@ -380,11 +380,13 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
 /// loopFree<kSmallGridElems>() in GroupTilePolicy::kSmallGridThreads-thread
 /// blocks, with the tile that many slots hold. The values a thread given to
 /// each kernel are the ones its grid is sized with.
-template <class In, bool TRANSPOSE_SCALE, template <class, int, bool> class KernelFor, class... Args>
-Status launchGroupTile(const char* fn, index_t rows, index_t groups, bool scalePadding, const QuantOptions& opt,
-                       Stream stream, int residentWaves, Args... args) {
+template <class In, template <class, int, bool> class KernelFor, class Input, class Format, class Layout>
+Status launchGroupTile(const char* fn, const Input& in, index_t rows, index_t groups, Fp8Matrix<Format> q,
+                       ScaleView<float, Layout> scale, float fmax, const QuantOptions& opt, Stream stream,
+                       int residentWaves) {
+  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    return dispatchScalePadding<TRANSPOSE_SCALE>(scalePadding, [&](auto padding) {
+    return dispatchScalePadding(scale, [&](auto padding) {
       using Kernels = KernelFor<decltype(rule), decltype(group)::value, decltype(padding)::value>;
       using Policy = GroupTilePolicy<In>;
       constexpr int kThreads = Policy::kThreads;
@@ -433,8 +435,8 @@ Status launchGroupTile(const char* fn, index_t rows, index_t groups, bool scaleP
         grid.x += 1;
       }
       const DeviceError e =
-          launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(threads), 0, stream, args..., opt.eps, tileRows,
-                          tileGroups, storesScalesEvictLast(opt.scaleStore));
+          launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(threads), 0, stream, in, q, scale, fmax,
+                          opt.eps, tileRows, tileGroups, storesScalesEvictLast(opt.scaleStore));
       return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);
     });
   });
@@ -454,8 +456,8 @@ Result<QuantizedTensor<Format, Layout>> runGroupTileProducer(const char* fn, con
     if (Status s = clearEmptyScalePadding(fn, scale, stream); !s) return s;
     return out;
   }
-  const Status launched = launchGroupTile<In, Layout::kColumnMajor, KernelFor>(
-      fn, rows, groups, scaleHasPadding(scale), opt, stream, residentWaves, in, q, scale, fmax);
+  const Status launched =
+      launchGroupTile<In, KernelFor>(fn, in, rows, groups, q, scale, fmax, opt, stream, residentWaves);
   if (!launched) return launched;
   return out;
 }

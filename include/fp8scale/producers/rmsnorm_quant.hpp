@@ -240,12 +240,11 @@ template <class Format, int kThreads, int kMaxVecs, class In, class Layout>
 Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                               const QuantOptions& opt, float fmax, Stream stream) {
   constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
-  const bool padded = scaleHasPadding(scale);
-  const index_t blocks = in.rows + (padded ? 1 : 0);  // the rows, and the padding block
-  if (!fitsOneGrid(blocks, kThreads))
-    return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    return dispatchScalePadding<TRANSPOSE_SCALE>(padded, [&](auto padding) {
+    return dispatchScalePadding(scale, [&](auto padding) {
+      const index_t blocks = in.rows + (decltype(padding)::value ? 1 : 0);  // the rows, and the padding block
+      if (!fitsOneGrid(blocks, kThreads))
+        return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
       const DeviceError e =
           launchKernelPdl(opt.programmaticLaunch,
                           rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE,
