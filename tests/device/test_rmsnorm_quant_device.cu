@@ -378,6 +378,70 @@ TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedVa
   EXPECT_GT(groupsChecked, 0u);
 }
 
+// Groups of 32 and 64, on every kernel shape (block per row at M = 2 and 6,
+// the row loop at kRowsMinRows + 2, long rows at K = 16384), with
+// column-major ld = align(M, 4) at M % 4 == 2 (two padding slots a column,
+// written by the padding block or the row loop's last row): the contract
+// (checkTransposeContract), and each group's fp8 and scale equal to the host
+// quantization of the device's own normalized fp32 values (In = float, so
+// normOut holds exactly the values the kernel quantized).
+TEST_F(FusedQuantDeviceShapes, SmallerGroupsAndPaddedViewsOnEveryKernelShape) {
+  std::size_t groupsChecked = 0;
+  for (index_t M : {index_t{2}, index_t{6}, RmsNormPolicy<float>::kRowsMinRows + 2})
+    for (index_t K : {512, 4096, 16384})
+      for (int groupSize : {32, 64}) {
+        if (K == 16384 && M > 6) continue;  // long rows: the block-per-row kernels only
+        const bool ue8m0 = (M + groupSize / 32) % 2 == 0;
+        SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " group=" << groupSize
+                                          << (ue8m0 ? " ue8m0" : " fp32"));
+        const index_t G = K / groupSize;
+        const auto x = makeActivations<float>(M, K, K, static_cast<unsigned>(M * 7 + K + groupSize), 448.0f);
+        std::mt19937 rng(static_cast<unsigned>(K + groupSize));
+        std::uniform_real_distribution<float> wd(-1.5f, 1.5f);
+        std::vector<float> w(K);
+        for (auto& v : w) v = wd(rng);
+        DeviceBuffer<float> dx(M * K), dw(K), dy(M * K);
+        dx.upload(x);
+        dw.upload(w);
+        RmsNormQuantInput<float> in;
+        in.x = dx.get();
+        in.rows = M;
+        in.cols = K;
+        in.ldx = K;
+        in.weight = dw.get();
+        in.normEps = 1e-6f;
+        in.normOut = dy.get();
+        in.ldNormOut = K;
+        QuantOptions opt;
+        opt.rule = ue8m0 ? ScaleRule::kUE8M0 : ScaleRule::kFp32;
+        opt.groupSize = groupSize;
+        const ContractOutput got =
+            checkTransposeContract<E4M3FN>(M, K, groupSize, alignUp(M, 4), [&](auto q, auto scale) {
+              return rmsNormQuant<E4M3FN>(in, q, scale, opt, nullptr);
+            });
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const auto y = dy.download();
+        ASSERT_EQ(got.q.size(), static_cast<std::size_t>(M * K));
+        std::size_t scaleDiffs = 0, byteDiffs = 0;
+        std::vector<std::uint8_t> expected(groupSize);
+        for (index_t m = 0; m < M; ++m)
+          for (index_t g = 0; g < G; ++g) {
+            const float* group = y.data() + m * K + g * groupSize;
+            const float want =
+                ue8m0 ? reference::quantizeGroup<E4M3FN, ScaleUE8M0>(group, groupSize, expected.data(), 448.0f,
+                                                                     kDefaultAmaxEps)
+                      : reference::quantizeGroup<E4M3FN, ScaleFp32>(group, groupSize, expected.data(), 448.0f,
+                                                                    kDefaultAmaxEps);
+            scaleDiffs += std::memcmp(&want, &got.rowMajorScale[m * G + g], 4) != 0;
+            byteDiffs += std::memcmp(expected.data(), got.q.data() + m * K + g * groupSize, groupSize) != 0;
+            ++groupsChecked;
+          }
+        EXPECT_EQ(scaleDiffs, 0u) << "scales differ from the amax of the device's normalized values";
+        EXPECT_EQ(byteDiffs, 0u) << "groups whose fp8 differs from the device's y quantized with its scale";
+      }
+  EXPECT_GT(groupsChecked, 0u);
+}
+
 // 64-bit indexing for the fused producers: the last row of a > 2^31-element
 // tensor equals the same row alone.
 TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
