@@ -151,7 +151,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layo
 /// is column-major with ld > M and m = M - 1 (the kernels that loop over
 /// rows: group quant's capped grid, RMSNorm's rows kernel, the fused
 /// allreduce; kernels of a block per row or row tile leave the padding to a
-/// padding block instead: zeroScalePaddingColumns). Always false for
+/// padding block instead: zeroScalePadding). Always false for
 /// kScalePadding = false, which a launcher instantiates only for views
 /// without padding slots (scaleHasPadding), so that those kernels hold no
 /// padding code at all: on the H200 that code alone, never executed with
@@ -172,50 +172,32 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE bool ownsScalePadding(const ScaleView<float
   }
 }
 
-/// A column-major view's padding slots [M, ld) of column g written 0 by the
-/// kLanes lanes of the group that owns them (ownsScalePadding), lane-strided,
-/// so no slot is left to the allocator. Nothing for row-major views.
-template <int kLanes, class Layout>
+/// Padding slots M + first, M + first + stride, ... (< ld) of column g of a
+/// column-major view written 0; nothing for row-major views. The callers
+/// cover [M, ld) of every column between them, so no slot is left to the
+/// allocator:
+///   - the group that owns the padding in kernels that loop over rows
+///     (ownsScalePadding): its kLanes lanes, first = lane, stride = kLanes;
+///   - groupTile's padding column of blocks: each (row, lane) of the tile,
+///     as the tile's own scale stores are mapped, stride = the tile's rows x
+///     kLanes;
+///   - RMSNorm's padding block: a thread per column, first = 0, stride = 1.
+/// No division: on the H200 the earlier padding blocks (their slots
+/// enumerated flat and split by a 64-bit division) cost column-major
+/// SiLU-clamp with ld = align(M, 4) 2.6% / 2.1% over ld = M at M = 2047 /
+/// 8191, although only those blocks ran that code; this form, -1.2% /
+/// +0.8% (benchmarks/results/h200_round6.txt, parts 2-3).
+template <class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePadding(const ScaleView<float, Layout>& scale, index_t g,
-                                                           int lane) {
+                                                           index_t first, index_t stride) {
   if constexpr (Layout::kColumnMajor) {
     float* column = scale.data() + g * scale.ld();  // [G][ld], slots [M, ld)
-    for (index_t p = scale.rows() + lane; p < scale.ld(); p += kLanes) column[p] = 0.0f;
+    for (index_t p = scale.rows() + first; p < scale.ld(); p += stride) column[p] = 0.0f;
   } else {
     (void)scale;
     (void)g;
-    (void)lane;
-  }
-}
-
-/// The work of a padding block (a launch's extra block, which kernels of a
-/// block per row or row tile run for a view with padding slots): slots
-/// [M, ld) of columns g = first, first + step, ... (< end, < G) written 0 by
-/// all of the block's threads. On the H200, padding written by padding blocks
-/// instead of by the last row's groups took column-major group quant at
-/// M = 1 / 2 with ld = 4 from 1.54 / 1.57 to 1.40 / 1.40 us
-/// (benchmarks/results/h200_round5.txt, part 6): off the rows' critical
-/// path. Nothing for row-major views.
-template <class Layout>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePaddingColumns(const ScaleView<float, Layout>& scale,
-                                                                  index_t first, index_t end, index_t step) {
-  if constexpr (Layout::kColumnMajor) {
-    // One (column, slot) pair a thread per pass, not a loop over the columns
-    // in every thread: that form took group quant at M = 1 (ld = 4) from
-    // 1.57 to 7.72 us on the H200 (benchmarks/results/h200_round5.txt, part 6).
-    float* const data = scale.data();  // [G][ld], slots [M, ld)
-    const index_t rows = scale.rows(), ld = scale.ld(), pad = ld - rows;
-    const index_t stop = end < scale.cols() ? end : scale.cols();
-    const index_t columns = stop > first ? (stop - first + step - 1) / step : 0;
-    for (index_t i = threadIdx.x; i < columns * pad; i += blockDim.x) {
-      const index_t j = i / pad;  // this block's j-th column: g = first + j * step
-      data[(first + j * step) * ld + rows + (i - j * pad)] = 0.0f;
-    }
-  } else {
-    (void)scale;
     (void)first;
-    (void)end;
-    (void)step;
+    (void)stride;
   }
 }
 

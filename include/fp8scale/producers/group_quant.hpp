@@ -229,10 +229,10 @@ struct PlainLoad {
 /// scalesEvictLast: storeScale's L2 policy (ScaleStorePolicy resolved).
 /// kScalePadding (false: the view has no padding slots): with kDepth = 0
 /// the grid has one more column of blocks (blockIdx.x = gridDim.x - 1),
-/// block y writing the padding of group tile y's columns
-/// (zeroScalePaddingColumns); with kDepth > 0 (a capped grid, where extra
-/// blocks would wait for slots and lengthen the tail) the last row's groups
-/// do (ownsScalePadding).
+/// block y writing the padding of group tile y's columns (zeroScalePadding,
+/// its threads mapped to the slots as a tile's are to its scales); with
+/// kDepth > 0 (a capped grid, where extra blocks would wait for slots and
+/// lengthen the tail) the last row's groups do (ownsScalePadding).
 template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kElems, int kDepth,
           class Load>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t rows, index_t groups,
@@ -258,10 +258,8 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
   if (m >= rows || g >= groups) {  // the whole group's lanes leave together
     if constexpr (kScalePadding && kDepth == 0) {
       // The padding column of blocks (launchGroupTile): every thread of it is past the rows.
-      if (blockIdx.x == gridDim.x - 1) {
-        const index_t first = static_cast<index_t>(blockIdx.y) * tileGroups;
-        zeroScalePaddingColumns(scale, first, first + tileGroups, 1);
-      }
+      if (blockIdx.x == gridDim.x - 1 && g < groups)
+        zeroScalePadding(scale, g, static_cast<index_t>(r) * kLanes + lane, static_cast<index_t>(tileRows) * kLanes);
     }
     return;
   }
@@ -297,7 +295,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
       // Reduce, scale, convert, store
       const bool pads = ownsScalePadding<kScalePadding>(scale, mj);
       const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(mj, k), fmax, eps);
-      if (pads) zeroScalePadding<kLanes>(scale, g, lane);
+      if (pads) zeroScalePadding(scale, g, lane, kLanes);
       if (lane == 0) storeScale(scale, mj, g, s, scalesEvictLast);  // (M, G)
     }
   }

@@ -162,7 +162,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<
       // Checked here, not ahead of the row's chain as in groupTile: that
       // measured within 1% at M <= 8 and 0.2-1% slower from M = 64 up
       // (benchmarks/results/h200_round4_tries.txt, part 6).
-      if (ownsScalePadding<kScalePadding>(scale, m)) zeroScalePadding<kLanes>(scale, g, t % kLanes);
+      if (ownsScalePadding<kScalePadding>(scale, m)) zeroScalePadding(scale, g, t % kLanes, kLanes);
     }
   }
 }
@@ -208,7 +208,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
 }
 
 /// One block per row; with kScalePadding (the view has padding slots) one
-/// more block, m = M, writes the padding (zeroScalePaddingColumns) and the
+/// more block, m = M, writes the padding (zeroScalePadding) and the
 /// rows do not.
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
           int kMaxVecs>
@@ -222,7 +222,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
   allowDependentLaunch();
   if constexpr (kScalePadding) {
     if (m == in.rows) {  // the padding block (launchRmsNormQuantWith)
-      zeroScalePaddingColumns(scale, 0, scale.cols(), 1);
+      for (index_t g = threadIdx.x; g < scale.cols(); g += blockDim.x) zeroScalePadding(scale, g, 0, 1);
       return;
     }
   }
