@@ -5,12 +5,16 @@
 #   .devbin/libbenchmark.so.1debian (as for tools/h200_prebuilt.sh)
 # device run with carry [".devbin"]:
 #   BINS="bench_producers bench_x bench_y" ROUNDS=5 FILTER='regex' bash tools/h200_variants.sh
+#   (BINS required; ROUNDS default 3; FILTER, a Google Benchmark filter, default '^odd_m/')
 # Round r runs the builds starting at index r mod n. Each run: every entry
 # 3 times in random interleaving, medians. Prints per entry the median over
 # rounds of each build and its ratio to the first build. JSONs go to $OUT.
 set -u
 OUT=${OUT:-/tmp/fp8scale-out}; mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/.devbin
+export LD_LIBRARY_PATH=$PWD/.devbin:${LD_LIBRARY_PATH:-}
+: "${BINS:?set BINS to the .devbin/ binaries to compare, reference first}"
+ROUNDS=${ROUNDS:-3}
+FILTER=${FILTER:-'^odd_m/'}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 bins=($BINS)
 flags="--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true"

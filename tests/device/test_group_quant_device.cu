@@ -74,7 +74,9 @@ TYPED_TEST(GroupQuantDevice, BothSidesOfTheSmallGridBoundary) {
 // launcher instantiates each kernel shape both ways (scaleHasPadding). Also
 // with groups of 32 and 64 (more lanes' slices a group tile, other tiles).
 TYPED_TEST(GroupQuantDevice, RowLoopingKernelWithAndWithoutScalePadding) {
-  for (index_t ld : {4096, 4099}) runGroupQuantCase<TypeParam>(4096, 7168, 128, static_cast<unsigned>(ld), ld);
+  // ld = M + 20: more padding slots a column than a group has lanes, so the
+  // owning group's lanes loop.
+  for (index_t ld : {4096, 4099, 4116}) runGroupQuantCase<TypeParam>(4096, 7168, 128, static_cast<unsigned>(ld), ld);
   for (int groupSize : {32, 64}) runGroupQuantCase<TypeParam>(4095, 7168, groupSize, 7u, 4096);
 }
 
@@ -90,7 +92,13 @@ TYPED_TEST(GroupQuantDevice, PaddingColumnOfBlocksWritesEverySlot) {
     for (index_t M : {2, 130}) runGroupQuantCase<TypeParam>(M, K, 128, static_cast<unsigned>(M), alignUp(M, 4));
     for (index_t M : {3, 129}) runGroupQuantCase<TypeParam>(M, K, 128, static_cast<unsigned>(M), M + 300);
   }
-  for (int groupSize : {32, 64}) runGroupQuantCase<TypeParam>(6, 7296, groupSize, 11u, 8);
+  // Groups of 32 / 64 with an odd group count (229 / 115: a partial last
+  // group tile whatever the tile), on the small grid (M = 6) and on
+  // 256-thread blocks (M = 130).
+  for (index_t M : {6, 130}) {
+    runGroupQuantCase<TypeParam>(M, 32 * 229, 32, 11u, alignUp(M, 4));
+    runGroupQuantCase<TypeParam>(M, 64 * 115, 64, 13u, alignUp(M, 4));
+  }
 }
 
 class GroupQuantDeviceShapes : public DeviceTest {};

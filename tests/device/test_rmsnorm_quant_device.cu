@@ -231,36 +231,47 @@ TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWith
 class FusedQuantDeviceShapes : public DeviceTest {};
 
 // Rows longer than the 256-thread path covers (K > 8192 bf16) take the
-// 512-thread, 8-vector kernel: same contract, same bounds.
+// 512-thread, 8-vector kernel: same contract, same bounds. Also with groups
+// of 32 at K = 32768 and M = 3: 1024 columns, more than the padding block
+// has threads, so its threads take a second column each.
 TEST_F(FusedQuantDeviceShapes, LongRowsTakeTheLargeKernelWithTheSameContract) {
   FusedTally tally;
+  struct Case {
+    index_t M, K;
+    int group;
+  };
+  std::vector<Case> cases;
   for (index_t M : {1, 2, 17, 129})  // odd M: column-major ld = align(M, 4) > M (contractLd); M = 2: ld = M
-    for (index_t K : {16384, 32768}) {
-      SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K);
-      const auto x = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M + K), 8.0f);
-      std::vector<BFloat16> w(K, fromF<BFloat16>(0.75f));
-      DeviceBuffer<BFloat16> dx(M * K), dw(K);
-      dx.upload(x);
-      dw.upload(w);
-      RmsNormQuantInput<BFloat16> in;
-      in.x = dx.get();
-      in.rows = M;
-      in.cols = K;
-      in.ldx = K;
-      in.weight = dw.get();
-      QuantOptions opt;
-      const ContractOutput got = checkTransposeContract<E4M3FN>(M, K, 128, contractLd(M), [&](auto q, auto scale) {
-        return rmsNormQuant<E4M3FN>(in, q, scale, opt, nullptr);
-      });
-      RmsNormQuantInput<BFloat16> hostIn = in;
-      hostIn.x = x.data();
-      hostIn.weight = w.data();
-      std::vector<std::uint8_t> q(M * K);
-      std::vector<float> s(M * (K / 128));
-      ASSERT_TRUE((reference::rmsNormQuant<E4M3FN, ScaleFp32>(hostIn, Fp8Matrix<E4M3FN>{q.data(), M, K, K},
-                                                              rowMajorView(s.data(), M, K / 128).value(), 128)));
-      if (got.q.size() == q.size()) tallyFused<E4M3FN, ScaleFp32>(got, q, s, tally, kRmsNormMaxScaleRel);
-    }
+    for (index_t K : {16384, 32768}) cases.push_back({M, K, 128});
+  cases.push_back({3, 32768, 32});
+  for (const Case& c : cases) {
+    const index_t M = c.M, K = c.K, G = K / c.group;
+    SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " group=" << c.group);
+    const auto x = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M + K), 8.0f);
+    std::vector<BFloat16> w(K, fromF<BFloat16>(0.75f));
+    DeviceBuffer<BFloat16> dx(M * K), dw(K);
+    dx.upload(x);
+    dw.upload(w);
+    RmsNormQuantInput<BFloat16> in;
+    in.x = dx.get();
+    in.rows = M;
+    in.cols = K;
+    in.ldx = K;
+    in.weight = dw.get();
+    QuantOptions opt;
+    opt.groupSize = c.group;
+    const ContractOutput got = checkTransposeContract<E4M3FN>(M, K, c.group, contractLd(M), [&](auto q, auto scale) {
+      return rmsNormQuant<E4M3FN>(in, q, scale, opt, nullptr);
+    });
+    RmsNormQuantInput<BFloat16> hostIn = in;
+    hostIn.x = x.data();
+    hostIn.weight = w.data();
+    std::vector<std::uint8_t> q(M * K);
+    std::vector<float> s(M * G);
+    ASSERT_TRUE((reference::rmsNormQuant<E4M3FN, ScaleFp32>(hostIn, Fp8Matrix<E4M3FN>{q.data(), M, K, K},
+                                                            rowMajorView(s.data(), M, G).value(), c.group)));
+    if (got.q.size() == q.size()) tallyFused<E4M3FN, ScaleFp32>(got, q, s, tally, kRmsNormMaxScaleRel);
+  }
   tally.print("bf16_e4m3fn_fp32 long rows");
   expectFractionsWithinBounds(tally);
 }
