@@ -99,6 +99,13 @@ inline Status dispatchRuleAndGroup(ScaleRule rule, int groupSize, F&& f) {
   return rule == ScaleRule::kUE8M0 ? byGroup(ScaleUE8M0{}) : byGroup(ScaleFp32{});
 }
 
+/// Whether a producer's scale view has padding slots [M, ld) to write: a
+/// column-major view with ld > M (e.g. ld = align(M, 4) for M % 4 != 0).
+template <class Layout>
+FP8SCALE_HOST_DEVICE constexpr bool scaleHasPadding(const ScaleView<float, Layout>& scale) {
+  return Layout::kColumnMajor && scale.ld() > scale.rows();
+}
+
 #if defined(FP8SCALE_HAS_DEVICE)
 
 /// One group's slice in this thread: reduces amax over the kLanes lanes that
@@ -164,7 +171,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layo
 template <bool kScalePadding, class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE bool ownsScalePadding(const ScaleView<float, Layout>& scale, index_t m) {
   if constexpr (Layout::kColumnMajor && kScalePadding) {
-    return m == scale.rows() - 1 && scale.rows() < scale.ld();
+    return m == scale.rows() - 1 && scaleHasPadding(scale);
   } else {
     (void)scale;
     (void)m;
@@ -202,13 +209,6 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePadding(const ScaleView<float
 }
 
 #endif  // FP8SCALE_HAS_DEVICE
-
-/// Whether a producer's scale view has padding slots [M, ld) to write: a
-/// column-major view with ld > M (e.g. ld = align(M, 4) for M % 4 != 0).
-template <class Layout>
-constexpr bool scaleHasPadding(const ScaleView<float, Layout>& scale) {
-  return Layout::kColumnMajor && scale.ld() > scale.rows();
-}
 
 /// Calls f(std::bool_constant<kScalePadding>{}) with kScalePadding =
 /// scaleHasPadding(scale): the launch's kernels are chosen from the view they
