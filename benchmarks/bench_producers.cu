@@ -505,15 +505,7 @@ void BM_GroupQuant(benchmark::State& state) {
 /// RMSNorm quant of the first M rows of x, K = 7168, with the residual (updated
 /// in place) and the weight.
 RmsNormQuantInput<BFloat16> rmsInput(index_t M) {
-  RmsNormQuantInput<BFloat16> in;
-  in.x = gBuf.x;
-  in.rows = M;
-  in.cols = kHidden;
-  in.ldx = kHidden;
-  in.residual = gBuf.r;
-  in.ldResidual = kHidden;
-  in.weight = gBuf.w;
-  return in;
+  return RmsNormQuantInput<BFloat16>::matrix(gBuf.x, M, kHidden, kHidden, gBuf.w).withResidual(gBuf.r, kHidden);
 }
 
 template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal,

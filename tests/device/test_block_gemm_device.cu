@@ -429,13 +429,8 @@ TEST_F(BlockGemmDevice, RmsNormQuantViewFeedsTheGemmLikeMaterialize) {
       DeviceBuffer<BFloat16> dx(x.size());
       dx.upload(x);
       QuantOptions opt;
-      RmsNormQuantInput<BFloat16> in;  // no residual: both producer runs must see the same input
-      in.x = dx.get();
-      in.rows = M;
-      in.cols = K;
-      in.ldx = K;
-      in.weight = dnw.get();
-      in.normEps = 1e-6f;
+      // No residual: both producer runs must see the same input.
+      const auto in = RmsNormQuantInput<BFloat16>::matrix(dx.get(), M, K, K, dnw.get());
       runGemmCase(*gemm_, w, "rmsnorm", M,
                   [&](Fp8Matrix<E4M3FN> q, auto scale) { return rmsNormQuant<E4M3FN>(in, q, scale, opt, nullptr); },
                   false);

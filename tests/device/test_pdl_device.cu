@@ -209,14 +209,7 @@ TEST_F(ProgrammaticLaunchDevice, RmsNormQuantReadsThePreviousKernelsOutput) {
     };
     auto call = [&](int, const QuantOptions& opt, Fp8Matrix<E4M3FN> q, ScaleView<float, ColMajor> scale,
                     cudaStream_t s) {
-      RmsNormQuantInput<BFloat16> in;
-      in.x = x.get();
-      in.rows = M;
-      in.cols = K;
-      in.ldx = K;
-      in.residual = residual.get();
-      in.ldResidual = K;
-      in.weight = dw.get();
+      const auto in = RmsNormQuantInput<BFloat16>::matrix(x.get(), M, K, K, dw.get()).withResidual(residual.get(), K);
       return rmsNormQuant<E4M3FN>(in, q, scale, opt, s).status();
     };
     expectSameBits(runRounds(true, M, K, stage, call, residual.get()),

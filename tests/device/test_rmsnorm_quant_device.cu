@@ -150,17 +150,9 @@ TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWith
         pr.resize(M * K + 8, fromF<In>(0.0f));
         dr.upload(pr);
         DeviceBuffer<In>& dy = run == 0 ? dyRow : dyCol;
-        RmsNormQuantInput<In> in;
-        in.x = dx.get();
-        in.rows = M;
-        in.cols = K;
-        in.ldx = K;
-        in.residual = withResidual ? dr.get() : nullptr;
-        in.ldResidual = K;
-        in.weight = dw.get();
-        in.normEps = 1e-6f;
-        in.normOut = dy.get();
-        in.ldNormOut = K;
+        const auto in = RmsNormQuantInput<In>::matrix(dx.get(), M, K, K, dw.get())
+                            .withResidual(withResidual ? dr.get() : nullptr, K)
+                            .withNormOut(dy.get(), K);
         auto result = rmsNormQuant<Format>(in, q, scale, opt, nullptr);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         residualAfter[run] = dr.download();
@@ -175,24 +167,14 @@ TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWith
       std::vector<std::uint8_t> q(M * K);
       std::vector<float> s(M * (K / 128)), s32(M * (K / 128));
       std::vector<In> r = r0, y(M * K);
-      RmsNormQuantInput<In> hostIn;
-      hostIn.x = x.data();
-      hostIn.rows = M;
-      hostIn.cols = K;
-      hostIn.ldx = K;
-      hostIn.residual = withResidual ? r.data() : nullptr;
-      hostIn.ldResidual = K;
-      hostIn.weight = w.data();
-      hostIn.normEps = 1e-6f;
-      hostIn.normOut = y.data();
-      hostIn.ldNormOut = K;
+      const auto hostIn = RmsNormQuantInput<In>::matrix(x.data(), M, K, K, w.data())
+                              .withResidual(withResidual ? r.data() : nullptr, K)
+                              .withNormOut(y.data(), K);
       const bool ue8m0 = std::is_same<typename C::Rule, ScaleUE8M0>::value;
       if (ue8m0) {  // the same groups' fp32-rule scales, for telling UE8M0 boundary flips (fused_tally.cuh)
         std::vector<In> r32 = r0, y32(M * K);
         std::vector<std::uint8_t> q32(M * K);
-        RmsNormQuantInput<In> in32 = hostIn;
-        in32.residual = withResidual ? r32.data() : nullptr;
-        in32.normOut = y32.data();
+        const auto in32 = hostIn.withResidual(withResidual ? r32.data() : nullptr, K).withNormOut(y32.data(), K);
         ASSERT_TRUE((reference::rmsNormQuant<Format, ScaleFp32>(in32, Fp8Matrix<Format>{q32.data(), M, K, K},
                                                                 rowMajorView(s32.data(), M, K / 128).value(), 128)));
       }
@@ -252,20 +234,13 @@ TEST_F(FusedQuantDeviceShapes, LongRowsTakeTheLargeKernelWithTheSameContract) {
     DeviceBuffer<BFloat16> dx(M * K), dw(K);
     dx.upload(x);
     dw.upload(w);
-    RmsNormQuantInput<BFloat16> in;
-    in.x = dx.get();
-    in.rows = M;
-    in.cols = K;
-    in.ldx = K;
-    in.weight = dw.get();
+    const auto in = RmsNormQuantInput<BFloat16>::matrix(dx.get(), M, K, K, dw.get());
     QuantOptions opt;
     opt.groupSize = c.group;
     const ContractOutput got = checkTransposeContract<E4M3FN>(M, K, c.group, contractLd(M), [&](auto q, auto scale) {
       return rmsNormQuant<E4M3FN>(in, q, scale, opt, nullptr);
     });
-    RmsNormQuantInput<BFloat16> hostIn = in;
-    hostIn.x = x.data();
-    hostIn.weight = w.data();
+    const auto hostIn = RmsNormQuantInput<BFloat16>::matrix(x.data(), M, K, K, w.data());
     std::vector<std::uint8_t> q(M * K);
     std::vector<float> s(M * G);
     ASSERT_TRUE((reference::rmsNormQuant<E4M3FN, ScaleFp32>(hostIn, Fp8Matrix<E4M3FN>{q.data(), M, K, K},
@@ -281,12 +256,7 @@ TEST_F(FusedQuantDeviceShapes, RmsNormRefusesMisalignedResidualAndMissingWeight)
   DeviceBuffer<BFloat16> dx(M * K + 8), dr(M * K + 8), dw(K);
   DeviceBuffer<std::uint8_t> dq(M * K);
   DeviceBuffer<float> ds(M * 4);
-  RmsNormQuantInput<BFloat16> in;
-  in.x = dx.get();
-  in.rows = M;
-  in.cols = K;
-  in.ldx = K;
-  in.weight = nullptr;
+  auto in = RmsNormQuantInput<BFloat16>::matrix(dx.get(), M, K, K, /*weight=*/nullptr);
   QuantOptions opt;
   auto st = rmsNormQuant<E4M3FN>(in, Fp8Matrix<E4M3FN>{dq.get(), M, K, K}, rowMajorView(ds.get(), M, 4).value(), opt,
                                  nullptr)
@@ -337,15 +307,8 @@ TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedVa
           DeviceBuffer<std::uint8_t> dq(M * K);
           dx.upload(x);
           dw.upload(w);
-          RmsNormQuantInput<float> in;
-          in.x = dx.get();
-          in.rows = M;
-          in.cols = K;
-          in.ldx = K;
-          in.weight = dw.get();
+          auto in = RmsNormQuantInput<float>::matrix(dx.get(), M, K, K, dw.get()).withNormOut(dy.get(), K);
           in.normEps = normEps;
-          in.normOut = dy.get();
-          in.ldNormOut = K;
           QuantOptions opt;
           opt.rule = ue8m0 ? ScaleRule::kUE8M0 : ScaleRule::kFp32;
           const auto st = rmsNormQuant<E4M3FN>(in, Fp8Matrix<E4M3FN>{dq.get(), M, K, K},
@@ -414,15 +377,7 @@ TEST_F(FusedQuantDeviceShapes, SmallerGroupsAndPaddedViewsOnEveryKernelShape) {
         DeviceBuffer<float> dx(M * K), dw(K), dy(M * K);
         dx.upload(x);
         dw.upload(w);
-        RmsNormQuantInput<float> in;
-        in.x = dx.get();
-        in.rows = M;
-        in.cols = K;
-        in.ldx = K;
-        in.weight = dw.get();
-        in.normEps = 1e-6f;
-        in.normOut = dy.get();
-        in.ldNormOut = K;
+        const auto in = RmsNormQuantInput<float>::matrix(dx.get(), M, K, K, dw.get()).withNormOut(dy.get(), K);
         QuantOptions opt;
         opt.rule = ue8m0 ? ScaleRule::kUE8M0 : ScaleRule::kFp32;
         opt.groupSize = groupSize;
@@ -470,12 +425,7 @@ TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
   auto lastRowOf = [&](index_t rows, const BFloat16* x, std::uint8_t* q, float* s, bool rms) {
     Status st;
     if (rms) {
-      RmsNormQuantInput<BFloat16> in;
-      in.x = x;
-      in.rows = rows;
-      in.cols = K;
-      in.ldx = K;
-      in.weight = dw.get();
+      const auto in = RmsNormQuantInput<BFloat16>::matrix(x, rows, K, K, dw.get());
       st = rmsNormQuant<E4M3FN>(in, Fp8Matrix<E4M3FN>{q, rows, K, K}, colMajorView(s, rows, 56).value(), opt, nullptr)
                .status();
     } else {

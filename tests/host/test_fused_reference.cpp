@@ -58,23 +58,36 @@ TEST(RmsNormReference, ResidualIsUpdatedAndTheNormUsesTheFp32Sum) {
   std::vector<BFloat16> x(K, toBFloat16(1.0f)), r(K, toBFloat16(2.0f)), w(K, toBFloat16(0.5f)), y(K);
   std::vector<std::uint8_t> q(K);
   float s = 0.0f;
-  RmsNormQuantInput<BFloat16> in;
-  in.x = x.data();
-  in.rows = 1;
-  in.cols = K;
-  in.ldx = K;
-  in.residual = r.data();
-  in.ldResidual = K;
-  in.weight = w.data();
+  auto in = RmsNormQuantInput<BFloat16>::matrix(x.data(), 1, K, K, w.data()).withResidual(r.data(), K).withNormOut(y.data(), K);
   in.normEps = 0.0f;
-  in.normOut = y.data();
-  in.ldNormOut = K;
   ASSERT_TRUE((reference::rmsNormQuant<E4M3FN, ScaleUE8M0>(in, Fp8Matrix<E4M3FN>{q.data(), 1, K, K},
                                                            rowMajorView(&s, 1, 1).value(), 64)));
   EXPECT_EQ(toFloat(r[0]), 3.0f) << "residual_out = x + r";
   EXPECT_EQ(toFloat(y[0]), 0.5f) << "3 / 3 * 0.5";
   EXPECT_EQ(s, std::ldexp(1.0f, -9)) << "0.5 / 448 rounded up to a power of two";
   EXPECT_EQ(decode<E4M3FN>(q[0]), 256.0f) << "0.5 * 2^9";
+}
+
+TEST(RmsNormReference, InputFactoryFillsEveryFieldAndLeavesTheOriginal) {
+  std::vector<BFloat16> x(8), r(8), w(4), y(8);
+  const auto base = RmsNormQuantInput<BFloat16>::matrix(x.data(), 2, 4, 4, w.data());
+  EXPECT_EQ(base.x, x.data());
+  EXPECT_EQ(base.rows, 2);
+  EXPECT_EQ(base.cols, 4);
+  EXPECT_EQ(base.ldx, 4);
+  EXPECT_EQ(base.weight, w.data());
+  EXPECT_EQ(base.residual, nullptr);
+  EXPECT_EQ(base.normOut, nullptr);
+  EXPECT_EQ(base.normEps, 1e-6f);
+  const auto full = base.withResidual(r.data(), 6).withNormOut(y.data(), 5);
+  EXPECT_EQ(full.residual, r.data());
+  EXPECT_EQ(full.ldResidual, 6);
+  EXPECT_EQ(full.normOut, y.data());
+  EXPECT_EQ(full.ldNormOut, 5);
+  EXPECT_EQ(full.x, x.data());
+  EXPECT_EQ(full.weight, w.data());
+  EXPECT_EQ(base.residual, nullptr) << "withResidual returns a copy";
+  EXPECT_EQ(base.normOut, nullptr) << "withNormOut returns a copy";
 }
 
 TEST(RmsNormReference, RefusesAMissingWeightByName) {

@@ -34,6 +34,34 @@ struct RmsNormQuantInput {
   float normEps = 1e-6f;
   In* normOut = nullptr;  ///< [M, K], row stride ldNormOut; optional output
   index_t ldNormOut = 0;
+
+  /// x[M, K] with row stride ldx (elements), weight[K]; no residual, no
+  /// normOut, normEps 1e-6. withResidual / withNormOut add those.
+  static RmsNormQuantInput matrix(const In* x, index_t M, index_t K, index_t ldx, const In* weight) {
+    RmsNormQuantInput in;
+    in.x = x;
+    in.rows = M;
+    in.cols = K;
+    in.ldx = ldx;
+    in.weight = weight;
+    return in;
+  }
+  /// This input with residual[M, K] (row stride ld elements; nullptr: none),
+  /// read and overwritten in place with round(x + residual).
+  RmsNormQuantInput withResidual(In* r, index_t ld) const {
+    RmsNormQuantInput in = *this;
+    in.residual = r;
+    in.ldResidual = ld;
+    return in;
+  }
+  /// This input with normOut[M, K] (row stride ld elements; nullptr: none),
+  /// which receives the normalized values rounded to In.
+  RmsNormQuantInput withNormOut(In* y, index_t ld) const {
+    RmsNormQuantInput in = *this;
+    in.normOut = y;
+    in.ldNormOut = ld;
+    return in;
+  }
 };
 
 /// Tuning (H200, bf16, K = 7168, residual, tune/ entries of
