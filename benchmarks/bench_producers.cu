@@ -21,10 +21,16 @@
 // path is its own benchmark; tools/bench_table.py subtracts the two. With the
 // full set, tune/... entries time the block shapes, register bounds and grid
 // caps the policies chose between. .../pdl entries launch with programmatic dependent launch.
+// naive/... entries time plain group quant, SiLU-clamp and RMSNorm kernels (calibration
+// of the baselines against the producers issue's statement); vs_input_copy_bw
+// is GBps against the copy of the entry's input bytes at the same M.
 // scale_store/... entries force each L2 policy of the scale stores
 // (QuantOptions::scaleStore), also with an L2 flush after every call.
 #include <benchmark/benchmark.h>
 #include <cooperative_groups.h>
+#include <cub/block/block_reduce.cuh>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -237,6 +243,130 @@ __global__ void __launch_bounds__(1024 / kCluster) moveRowClusterKernel(const ui
   if (c < vecs) out8[m * vecs + c] = rv.fold(extra);
 }
 
+/// Calibration: group quant (or SiLU-clamp quant) written the plain way, the
+/// kind of kernel the producers issue's targets were stated against ("a
+/// naive kernel ... reaches 1.00x row-major and 0.96x column-major"), so
+/// that this run's baseline can be compared with the issue's. Each group of
+/// 128 outputs is 16 lanes of 8 values: one 16-byte load of x (kSilu: of
+/// gate and of up), the amax over 16 lanes by shuffles, scale = amax / 448
+/// (amax at least 1e-10), the values times 1 / scale to e4m3fn by the CUDA
+/// intrinsic (satfinite), one 8-byte store, lane 0 stores the scale at
+/// (m, g) row-major or g * M + m column-major. A 256-thread block takes 16
+/// consecutive groups in row-major group order (address order); the grid
+/// covers M * G groups. Not the library's code, and not bit-compatible with
+/// it (the library divides by the scale); only its time is used.
+template <bool kSilu, bool kColMajor>
+__global__ void __launch_bounds__(256) naiveGroupQuantKernel(const __nv_bfloat16* __restrict__ x, index_t rows,
+                                                             index_t cols, std::uint8_t* __restrict__ q,
+                                                             float* __restrict__ s) {
+  const index_t groups = cols / 128;
+  const index_t gid = static_cast<index_t>(blockIdx.x) * 16 + threadIdx.x / 16;  // m * groups + g
+  const int lane = static_cast<int>(threadIdx.x % 16);
+  const bool valid = gid < rows * groups;
+  const index_t m = valid ? gid / groups : 0, g = valid ? gid % groups : 0;
+  const index_t ldx = kSilu ? 2 * cols : cols;
+  const index_t c = g * 128 + lane * 8;
+  float v[8];
+  uint4 a = make_uint4(0, 0, 0, 0), b = a;
+  if (valid) {
+    a = *reinterpret_cast<const uint4*>(x + m * ldx + c);
+    if constexpr (kSilu) b = *reinterpret_cast<const uint4*>(x + m * ldx + cols + c);
+  }
+  const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float2 f = __bfloat1622float2(a2[j]);
+    if constexpr (kSilu) {
+      const float limit = 7.0f;
+      const float2 u = __bfloat1622float2(b2[j]);
+      const float g0 = fminf(f.x, limit), g1 = fminf(f.y, limit);
+      f.x = g0 / (1.0f + __expf(-g0)) * fminf(fmaxf(u.x, -limit), limit);
+      f.y = g1 / (1.0f + __expf(-g1)) * fminf(fmaxf(u.y, -limit), limit);
+    }
+    v[2 * j] = f.x;
+    v[2 * j + 1] = f.y;
+    amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+  }
+#pragma unroll
+  for (int d = 8; d > 0; d /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
+  const float scale = fmaxf(amax, 1e-10f) / 448.0f;
+  const float inv = 1.0f / scale;
+  unsigned short pairs[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    pairs[j] = __nv_cvt_float2_to_fp8x2(make_float2(v[2 * j] * inv, v[2 * j + 1] * inv), __NV_SATFINITE, __NV_E4M3);
+  if (!valid) return;
+  *reinterpret_cast<uint2*>(q + m * cols + c) =
+      make_uint2(pairs[0] | (unsigned{pairs[1]} << 16), pairs[2] | (unsigned{pairs[3]} << 16));
+  if (lane == 0) s[kColMajor ? g * rows + m : m * groups + g] = scale;
+}
+
+/// Calibration, as naiveGroupQuantKernel for RMSNorm quant with the residual:
+/// a 256-thread block per row of K = 7168 (896 vectors of 8 bf16). Pass 1:
+/// h = x + residual, rounded to bf16 and stored in place, the sum of squares
+/// (cub::BlockReduce). Pass 2: h read back (the row is in L1 / L2), times
+/// rsqrt(mean + 1e-6) and the weight, then each group of 128 as above (16
+/// consecutive threads of one pass; the pass's vector count, 896, leaves
+/// whole warps idle, so the shuffles stay warp-uniform).
+template <bool kColMajor>
+__global__ void __launch_bounds__(256) naiveRmsNormQuantKernel(const __nv_bfloat16* __restrict__ x,
+                                                               __nv_bfloat16* residual,
+                                                               const __nv_bfloat16* __restrict__ w, index_t rows,
+                                                               std::uint8_t* __restrict__ q, float* __restrict__ s) {
+  constexpr index_t kCols = 7168, kVecs = kCols / 8, kGroups = kCols / 128;
+  const index_t m = blockIdx.x;
+  const int t = static_cast<int>(threadIdx.x);
+  float sumSq = 0.0f;
+  for (index_t v = t; v < kVecs; v += 256) {
+    const uint4 a = *reinterpret_cast<const uint4*>(x + m * kCols + v * 8);
+    uint4 b = *reinterpret_cast<const uint4*>(residual + m * kCols + v * 8);
+    const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
+    auto* b2 = reinterpret_cast<__nv_bfloat162*>(&b);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      b2[j] = __float22bfloat162_rn(make_float2(__bfloat162float(a2[j].x) + __bfloat162float(b2[j].x),
+                                                __bfloat162float(a2[j].y) + __bfloat162float(b2[j].y)));
+      const float2 h = __bfloat1622float2(b2[j]);
+      sumSq += h.x * h.x + h.y * h.y;
+    }
+    *reinterpret_cast<uint4*>(residual + m * kCols + v * 8) = b;
+  }
+  using Reduce = cub::BlockReduce<float, 256>;
+  __shared__ typename Reduce::TempStorage temp;
+  __shared__ float inv;
+  const float total = Reduce(temp).Sum(sumSq);
+  if (t == 0) inv = rsqrtf(total / static_cast<float>(kCols) + 1e-6f);
+  __syncthreads();
+  for (index_t v = t; v < kVecs; v += 256) {
+    const uint4 b = *reinterpret_cast<const uint4*>(residual + m * kCols + v * 8);
+    const uint4 c = *reinterpret_cast<const uint4*>(w + v * 8);
+    const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
+    const auto* c2 = reinterpret_cast<const __nv_bfloat162*>(&c);
+    float y[8], amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 h = __bfloat1622float2(b2[j]), g = __bfloat1622float2(c2[j]);
+      y[2 * j] = h.x * inv * g.x;
+      y[2 * j + 1] = h.y * inv * g.y;
+      amax = fmaxf(amax, fmaxf(fabsf(y[2 * j]), fabsf(y[2 * j + 1])));
+    }
+#pragma unroll
+    for (int d = 8; d > 0; d /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
+    const float scale = fmaxf(amax, 1e-10f) / 448.0f;
+    const float r = 1.0f / scale;
+    unsigned short pairs[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      pairs[j] = __nv_cvt_float2_to_fp8x2(make_float2(y[2 * j] * r, y[2 * j + 1] * r), __NV_SATFINITE, __NV_E4M3);
+    *reinterpret_cast<uint2*>(q + m * kCols + v * 8) =
+        make_uint2(pairs[0] | (unsigned{pairs[1]} << 16), pairs[2] | (unsigned{pairs[3]} << 16));
+    const index_t g = v / 16;
+    if (t % 16 == 0) s[kColMajor ? g * rows + m : m * kGroups + g] = scale;
+  }
+}
+
 /// Device buffers sized for the largest case, reused by every benchmark.
 struct Buffers {
   BFloat16* x = nullptr;     // [65536, 2 * 3072] or [65536, 7168]
@@ -296,6 +426,10 @@ void report(benchmark::State& state, double seconds, double bytes, std::size_t i
   state.counters["GBps"] = bytes / seconds * 1e-9;
   state.counters["vs_copy_bw"] = bytes / seconds / gCopyBandwidth;
   state.counters["vs_input_copy"] = seconds / inputCopyTime(inputBytes);
+  // Bandwidth against the copy of the input bytes at the same M (bytes read +
+  // written by that copy: 2 x inputBytes): a baseline of the entry's own size,
+  // next to the large copy's.
+  state.counters["vs_input_copy_bw"] = bytes / seconds / (2.0 * static_cast<double>(inputBytes) / inputCopyTime(inputBytes));
   state.counters["M"] = static_cast<double>(state.range(0));
 }
 
@@ -536,6 +670,38 @@ void BM_SiluClampQuant(benchmark::State& state) {
       state, [&] { expectOk(siluClampQuant<E4M3FN>(in, q, sv, opt, gStream).status()); },
       static_cast<double>(M) * I * 5 + M * G * 4.0, static_cast<std::size_t>(M * I * 4));
   state.counters["I"] = static_cast<double>(I);
+}
+
+/// naiveGroupQuantKernel (calibration): args (M) for group quant (K = 7168),
+/// (M, I) for SiLU-clamp; reported with the producer entries' byte counts.
+template <bool kSilu, bool kColMajor>
+void BM_Naive(benchmark::State& state) {
+  const index_t M = state.range(0), N = kSilu ? state.range(1) : kHidden, G = N / 128;
+  const auto* x = reinterpret_cast<const __nv_bfloat16*>(gBuf.x);
+  const auto blocks = static_cast<unsigned>((M * G + 15) / 16);
+  const double t = timeCalls(state, [&] {
+    naiveGroupQuantKernel<kSilu, kColMajor><<<blocks, 256, 0, gStream>>>(x, M, N, gBuf.q, gBuf.s);
+    BENCH_CHECK(cudaGetLastError());
+  });
+  const double bytesPerValue = kSilu ? 5.0 : 3.0;
+  const index_t inputBytesPerValue = kSilu ? 4 : 2;
+  report(state, t, static_cast<double>(M) * N * bytesPerValue + M * G * 4.0,
+         static_cast<std::size_t>(M * N * inputBytesPerValue));
+  if constexpr (kSilu) state.counters["I"] = static_cast<double>(N);
+}
+
+/// naiveRmsNormQuantKernel (calibration) over M rows of K = 7168, the residual
+/// updated in place; reported with BM_RmsNormQuant's byte counts.
+template <bool kColMajor>
+void BM_NaiveRmsNorm(benchmark::State& state) {
+  const index_t M = state.range(0), K = kHidden, G = K / 128;
+  const double t = timeCalls(state, [&] {
+    naiveRmsNormQuantKernel<kColMajor><<<static_cast<unsigned>(M), 256, 0, gStream>>>(
+        reinterpret_cast<const __nv_bfloat16*>(gBuf.x), reinterpret_cast<__nv_bfloat16*>(gBuf.r),
+        reinterpret_cast<const __nv_bfloat16*>(gBuf.w), M, gBuf.q, gBuf.s);
+    BENCH_CHECK(cudaGetLastError());
+  });
+  report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
 }
 
 /// The old way and the new way of feeding a column-major consumer: row-major
@@ -799,6 +965,18 @@ void registerAll(bool quick) {
           ->Args({M, I})->UseManualTime()->Iterations(3);
       benchmark::RegisterBenchmark("silu_clamp_quant/col_major/ld_align4",
                                    BM_SiluClampQuant<ColMajor, false, kPlainStores, 4>)
+          ->Args({M, I})->UseManualTime()->Iterations(3);
+    }
+  // Calibration: the plain kernel the issue's targets were stated against.
+  reg("naive/group_quant/row_major", BM_Naive<false, false>);
+  reg("naive/group_quant/col_major", BM_Naive<false, true>);
+  reg("naive/rmsnorm_quant/row_major", BM_NaiveRmsNorm<false>);
+  reg("naive/rmsnorm_quant/col_major", BM_NaiveRmsNorm<true>);
+  for (index_t I : {2048, 3072})
+    for (index_t M : rows) {
+      benchmark::RegisterBenchmark("naive/silu_clamp_quant/row_major", BM_Naive<true, false>)
+          ->Args({M, I})->UseManualTime()->Iterations(3);
+      benchmark::RegisterBenchmark("naive/silu_clamp_quant/col_major", BM_Naive<true, true>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
     }
   // M % 4 == 3: column-major with ld = M (no padding slots) and with

@@ -18,7 +18,9 @@ the producer's read:write mix in the same run; for RMSNorm quant also
 move_bytes/rmsnorm_quant/in_place/rows_b2/... (its residual written in place,
 in its row loop's order and occupancy). Where the run has odd_m/... entries
 (M % 4 == 3), a last table of their column-major times, ld = M and
-ld = align(M, 4), against row-major.
+ld = align(M, 4), against row-major. Where it has naive/... entries (a
+plain kernel of each producer), a calibration table at M >= 2048: their
+bandwidth vs the copies and the producers' speed over them.
 """
 import json
 import re
@@ -93,11 +95,41 @@ def main() -> None:
                 mo = rows.get(f"move_bytes/{key}/in_place/rows_b2/{m}")
                 line += f" {mo['vs_copy_bw']:.2f} |" if mo else " |"
             if extra:
-                mm = rows[f"group_quant/row_major+materialize/{m}"]
-                line += f" {mm['us_per_call']:.2f} | {mm['us_per_call'] - c['us_per_call']:.2f} |"
+                mm = rows.get(f"group_quant/row_major+materialize/{m}")  # absent from filtered runs
+                line += f" {mm['us_per_call']:.2f} | {mm['us_per_call'] - c['us_per_call']:.2f} |" if mm else " | |"
             print(line)
         print()
     odd_table(rows)
+    calibration_table(rows, sizes)
+
+
+def calibration_table(rows, sizes) -> None:
+    """naive/... entries: a plain kernel of each producer (bench_producers.cu,
+    naiveGroupQuantKernel / naiveRmsNormQuantKernel), its bandwidth vs the
+    large copy and vs a copy of its input bytes at the same M, and the
+    producer's speed over it (time of the plain kernel / time of the
+    producer), per layout."""
+    keys = [("group_quant", "group quant", ""), ("rmsnorm_quant", "RMSNorm quant", ""),
+            ("silu_clamp_quant", "SiLU-clamp, I = 2048", "/2048"), ("silu_clamp_quant", "SiLU-clamp, I = 3072", "/3072")]
+    if not any(n.startswith("naive/") for n in rows):
+        return
+    print("**Calibration: a plain kernel of each producer** (`naive/...`; the issue states its bandwidth target "
+          "against one that reaches 1.00x row-major, 0.96x column-major)\n")
+    head = ("| producer | M | plain: BW vs copy (row, col) | plain: BW vs input copy (row, col) | "
+            "producer: BW vs copy (row, col) | producer speed over plain (row, col) |")
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for key, title, suffix in keys:
+        for m in sizes:
+            nr, nc = rows.get(f"naive/{key}/row_major/{m}{suffix}"), rows.get(f"naive/{key}/col_major/{m}{suffix}")
+            pr, pc = rows.get(f"{key}/row_major/{m}{suffix}"), rows.get(f"{key}/col_major/{m}{suffix}")
+            if not (nr and nc and pr and pc) or m < 2048:
+                continue
+            print(f"| {title} | {m} | {nr['vs_copy_bw']:.2f}, {nc['vs_copy_bw']:.2f} | "
+                  f"{nr.get('vs_input_copy_bw', 0):.2f}, {nc.get('vs_input_copy_bw', 0):.2f} | "
+                  f"{pr['vs_copy_bw']:.2f}, {pc['vs_copy_bw']:.2f} | "
+                  f"{nr['us_per_call'] / pr['us_per_call']:.3f}, {nc['us_per_call'] / pc['us_per_call']:.3f} |")
+    print()
 
 
 def odd_table(rows) -> None:
