@@ -721,17 +721,22 @@ void BM_EmitThenMaterialize(benchmark::State& state) {
 
 /// Tuning: RMSNorm quant with a fixed block shape (kThreads x kVecs vectors);
 /// kWaves > 0: the row-looping kernel on kWaves x resident blocks
-/// (__launch_bounds__ min blocks kMinBlocks).
-template <int kThreads, int kVecs, int kMinBlocks, int kWaves>
+/// (__launch_bounds__ min blocks kMinBlocks); kWaves == 0: a block per row;
+/// kWaves == -1: a block per row with h in shared memory
+/// (rmsNormQuantStagedKernel, min blocks kMinBlocks).
+template <int kThreads, int kVecs, int kMinBlocks, int kWaves, class Layout = RowMajor>
 void BM_TuneRmsNormBlock(benchmark::State& state) {
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   QuantOptions opt;
   const RmsNormQuantInput<BFloat16> in = rmsInput(M);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
-  const auto sv = scaleView<RowMajor>(M, G);
+  const auto sv = scaleView<Layout>(M, G);
   const double t = timeCalls(state, [&] {
     if constexpr (kWaves == 0)
       expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs>(in, q, sv, opt, E4M3FN::kMax, gStream));
+    else if constexpr (kWaves == -1)
+      expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs, /*kStaged=*/true, kMinBlocks>(
+          in, q, sv, opt, E4M3FN::kMax, gStream));
     else
       expectOk(detail::launchRmsNormQuantRows<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax,
                                                                                  gStream, kWaves));
@@ -815,7 +820,7 @@ void BM_TuneGroupTile(benchmark::State& state) {
 
 void registerTuning() {
   auto reg = [&](const char* name, auto fn) {
-    for (index_t M : {1, 8, 64, 512, 1024, 2048, 8192, 65536})
+    for (index_t M : {1, 8, 64, 512, 1024, 2048, 4096, 8192, 16384, 65536})
       benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
   };
   // RMSNorm: threads x vectors, then block_per_row or rows/(min blocks per SM)/(waves)
@@ -824,6 +829,13 @@ void registerTuning() {
   reg("tune/rmsnorm_quant/row_major/512x2/rows/b1/w1", BM_TuneRmsNormBlock<512, 2, 1, 1>);
   reg("tune/rmsnorm_quant/row_major/256x4/rows/b2/w1", BM_TuneRmsNormBlock<256, 4, 2, 1>);
   reg("tune/rmsnorm_quant/row_major/128x8/rows/b2/w1", BM_TuneRmsNormBlock<128, 8, 2, 1>);
+  reg("tune/rmsnorm_quant/col_major/256x4/rows/b2/w1", BM_TuneRmsNormBlock<256, 4, 2, 1, ColMajor>);
+  // ... a block per row with h in shared memory (b: min blocks per SM; the
+  // shapes that spill at their register bound, 256 x 4 at b5 / b6 and
+  // 128 x 8 at b8, ran at 0.4-0.7x the copy: h200_round7.txt, part 2)
+  reg("tune/rmsnorm_quant/row_major/256x4/staged/b4", BM_TuneRmsNormBlock<256, 4, 4, -1>);
+  reg("tune/rmsnorm_quant/row_major/512x2/staged/b3", BM_TuneRmsNormBlock<512, 2, 3, -1>);
+  reg("tune/rmsnorm_quant/col_major/512x2/staged/b3", BM_TuneRmsNormBlock<512, 2, 3, -1, ColMajor>);
   // Group quant: values a thread / row tiles in flight (d) / waves (w; 0: a
   // block per tile)
   using Plain = detail::PlainLoad<BFloat16>;

@@ -153,7 +153,7 @@ void countDiffs(const void* a, const void* b, std::size_t bytes, unsigned long l
 // ---- Case data --------------------------------------------------------------------
 
 // The largest M is past RmsNormPolicy::kRowsMinRows, so that rmsNormQuant's
-// row-looping kernel (256 x 4) is held bit for bit to the fused epilogue's
+// staged block per row (512 x 2) is held bit for bit to the fused epilogue's
 // block per row; the smaller ones take rmsNormQuant's block per row.
 constexpr index_t kMaxRows = RmsNormPolicy<BFloat16>::kRowsMinRows + 3;
 const std::vector<index_t> kRows = {1, 2, 3, 16, 17, 128, 1000, kMaxRows};

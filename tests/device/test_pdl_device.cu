@@ -192,10 +192,12 @@ TEST_F(ProgrammaticLaunchDevice, SiluClampQuantReadsThePreviousKernelsOutput) {
 }
 
 TEST_F(ProgrammaticLaunchDevice, RmsNormQuantReadsThePreviousKernelsOutput) {
-  // Block per row, and (past kRowsMinRows) the row-looping kernel.
-  for (index_t M : {index_t{1}, index_t{17}, index_t{1000}, RmsNormPolicy<BFloat16>::kRowsMinRows + 3}) {
+  // Block per row, the staged block per row (past kRowsMinRows) and the
+  // row-looping kernel (past kStagedMaxRows, with shorter rows).
+  using Policy = RmsNormPolicy<BFloat16>;
+  for (index_t M : {index_t{1}, index_t{17}, index_t{1000}, Policy::kRowsMinRows + 3, Policy::kStagedMaxRows + 3}) {
     SCOPED_TRACE(::testing::Message() << "M=" << M);
-    const index_t K = 7168;
+    const index_t K = M >= Policy::kStagedMaxRows ? 512 : 7168;
     const auto stagingX = makeStaging(M, K, 13u + static_cast<unsigned>(M));
     const auto stagingR = makeStaging(M, K, 17u + static_cast<unsigned>(M));
     std::vector<BFloat16> w(K);

@@ -121,12 +121,16 @@ TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWith
   using Format = typename C::Format;
   FusedTally tally;
   std::size_t normOutDiffs = 0, normOutTotal = 0, normOutFailures = 0;
-  // The contract's rows, and one M past RmsNormPolicy::kRowsMinRows so that
-  // the row-looping kernel is held to the same contract.
+  // The contract's rows, one M past RmsNormPolicy::kRowsMinRows (the staged
+  // block per row) and one past kStagedMaxRows (the row-looping kernel; at
+  // K = 128 only, to keep the host reference short), held to the same
+  // contract.
   std::vector<index_t> rows = kContractRows;
   rows.push_back(RmsNormPolicy<In>::kRowsMinRows + 3);
+  rows.push_back(RmsNormPolicy<In>::kStagedMaxRows + 1);
   for (index_t M : rows)
     for (index_t K : {128, 512, 2304, 7168}) {
+      if (M >= RmsNormPolicy<In>::kStagedMaxRows && K > 128) continue;
       const bool withResidual = (M + K / 128) % 2 == 0;
       SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " residual=" << withResidual);
       const auto x = makeActivations<In>(M, K, K, static_cast<unsigned>(M * 13 + K), 8.0f);
@@ -280,15 +284,17 @@ TEST_F(FusedQuantDeviceShapes, RmsNormRefusesMisalignedResidualAndMissingWeight)
 // that make the rsqrt 0 (a sum of squares that overflows, an inf), +inf (with
 // normEps = 0: a zero row, squares that underflow) or NaN (a NaN in the row)
 // are planted, and their y checked to be what that rsqrt gives; every kernel
-// shape runs (block per row, the row loop, long rows), in both scale rules.
+// shape runs (block per row, staged block per row, the row loop at K = 512,
+// long rows), in both scale rules.
 TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedValues) {
   using Policy = RmsNormPolicy<float>;
   const float inf = std::numeric_limits<float>::infinity();
   std::size_t groupsChecked = 0;
-  for (index_t M : {index_t{1}, index_t{9}, Policy::kRowsMinRows + 5})
+  for (index_t M : {index_t{1}, index_t{9}, Policy::kRowsMinRows + 5, Policy::kStagedMaxRows + 5})
     for (index_t K : {512, 4096, 8192})
       for (float normEps : {0.0f, 1e-6f})
         for (bool ue8m0 : {false, true}) {
+          if (M >= Policy::kStagedMaxRows && K > 512) continue;  // the row loop: short rows keep the host side quick
           SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " normEps=" << normEps
                                             << (ue8m0 ? " ue8m0" : " fp32"));
           auto x = makeActivations<float>(M, K, K, static_cast<unsigned>(M + K), 448.0f);
@@ -353,7 +359,8 @@ TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedVa
 }
 
 // Groups of 32 and 64, on every kernel shape (block per row at M = 2 and 6,
-// the row loop at kRowsMinRows + 2, long rows at K = 16384), with
+// the staged block per row at kRowsMinRows + 2, the row loop at
+// kStagedMaxRows + 2 with K = 512, long rows at K = 16384), with
 // column-major ld = align(M, 4) at M % 4 == 2 (two padding slots a column,
 // written by the padding block or the row loop's last row): the contract
 // (checkTransposeContract), and each group's fp8 and scale equal to the host
@@ -361,10 +368,12 @@ TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedVa
 // normOut holds exactly the values the kernel quantized).
 TEST_F(FusedQuantDeviceShapes, SmallerGroupsAndPaddedViewsOnEveryKernelShape) {
   std::size_t groupsChecked = 0;
-  for (index_t M : {index_t{2}, index_t{6}, RmsNormPolicy<float>::kRowsMinRows + 2})
+  for (index_t M :
+       {index_t{2}, index_t{6}, RmsNormPolicy<float>::kRowsMinRows + 2, RmsNormPolicy<float>::kStagedMaxRows + 2})
     for (index_t K : {512, 4096, 16384})
       for (int groupSize : {32, 64}) {
         if (K == 16384 && M > 6) continue;  // long rows: the block-per-row kernels only
+        if (K > 512 && M >= RmsNormPolicy<float>::kStagedMaxRows) continue;  // the row loop: short rows
         const bool ue8m0 = (M + groupSize / 32) % 2 == 0;
         SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " group=" << groupSize
                                           << (ue8m0 ? " ue8m0" : " fp32"));

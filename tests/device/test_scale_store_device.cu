@@ -4,7 +4,7 @@
 // outputs, padding zeroed, strides (1, ld)) and writes the same fp8 bytes and
 // scales as with the others; the shapes take every kernel the launchers pick
 // for K = 7168 (small-grid, block-per-tile and looping group tiles; RMSNorm's
-// block per row and its row-looping kernel).
+// block per row and staged block per row; its row-looping kernel at K = 512).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -74,9 +74,10 @@ TEST_F(ScaleStoreDevice, SiluClampQuantGivesTheSameBitsUnderEveryPolicy) {
 // No residual: the input is not updated in place, so every call sees the same
 // x (the residual path writes the same scales through the same stores).
 TEST_F(ScaleStoreDevice, RmsNormQuantGivesTheSameBitsUnderEveryPolicy) {
-  const index_t K = 7168;
-  for (index_t M : {index_t{1}, index_t{17}, RmsNormPolicy<BFloat16>::kRowsMinRows + 3}) {
+  using Policy = RmsNormPolicy<BFloat16>;
+  for (index_t M : {index_t{1}, index_t{17}, Policy::kRowsMinRows + 3, Policy::kStagedMaxRows + 3}) {
     SCOPED_TRACE(::testing::Message() << "M=" << M);
+    const index_t K = M >= Policy::kStagedMaxRows ? 512 : 7168;  // the row loop: shorter rows
     const auto x = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M + 9), 8.0f);
     std::vector<BFloat16> w(K, fromF<BFloat16>(0.875f));
     DeviceBuffer<BFloat16> dx(M * K), dw(K);

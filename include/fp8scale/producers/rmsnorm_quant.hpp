@@ -7,10 +7,10 @@
 //   y = h * rsqrt(mean(h^2) + normEps) * weight   (fp32, h not re-rounded)
 //   q, scale = group quant of y (fp32, never rounded to bf16 first);
 //   optionally normOut = round(y) (the "emit_bf16" output).
-// One block per row, or (M >= RmsNormPolicy::kRowsMinRows) one wave of
-// blocks looping over the rows with the next row's loads in flight; each
-// thread keeps its slice of h in registers between the norm's reduction and
-// the quantization.
+// One block per row (from RmsNormPolicy::kRowsMinRows rows on, with h parked
+// in shared memory between the norm's reduction and the quantization), or
+// (M >= RmsNormPolicy::kStagedMaxRows) one wave of blocks looping over the
+// rows with the next row's loads in flight, h held in registers.
 #pragma once
 
 #include <cmath>
@@ -75,7 +75,13 @@ struct RmsNormQuantInput {
 ///     for both. Its time at small M is one warp's dependency chain, not
 ///     the SM's issue rate (benchmarks/results/h200_rmsnorm_row_order.txt,
 ///     parts 4-5).
-///   - M >= kRowsMinRows: rmsNormQuantRowsKernel, 256 threads of 4 vectors
+///   - kRowsMinRows <= M < kStagedMaxRows: rmsNormQuantStagedKernel, a block
+///     of 512 threads of 2 vectors per row, h parked in shared memory through
+///     the reduction, 3 blocks per SM: 0.92-0.98x the copy at M = 1024..16384
+///     against 0.80-0.90x for the row loop below (benchmarks/results/
+///     h200_round7.txt, part 2). CUDA only: on AMD the range is empty
+///     (kStagedMaxRows).
+///   - M >= kStagedMaxRows: rmsNormQuantRowsKernel, 256 threads of 4 vectors
 ///     (on CUDA at most 128 registers: two blocks per SM), one wave of
 ///     blocks looping over the rows with the next row's loads in flight:
 ///     0.88 / 0.92x the copy bandwidth at M = 8192 / 65536, against 0.74 /
@@ -83,7 +89,9 @@ struct RmsNormQuantInput {
 ///     looping: 0.86 / 0.87x; 128 x 8: 0.64 / 0.67x). That is within 1-4% of
 ///     what its row order moves with no arithmetic at all (0.91-0.93x);
 ///     rows staged in shared memory 1-5 rows ahead (cp.async, or the bulk
-///     copy engine) were not better across M (same file, part 2).
+///     copy engine) were not better across M (same file, part 2). At
+///     M = 65536 the staged kernel measured 0.91x against its 0.92x, so the
+///     row loop keeps the largest M.
 /// Longer rows, up to kMaxCols, run one block per row of 512 threads of 8
 /// vectors (128 registers: one block per SM).
 template <class In>
@@ -95,10 +103,24 @@ struct RmsNormPolicy {
   static constexpr int kRowsMinBlocksPerSm = 2;
   static constexpr int kRowsResidentWaves = 1;
   static constexpr index_t kRowsMinRows = 1024;
+  static constexpr int kStagedThreads = 512;
+  static constexpr int kStagedVecs = 2;
+  static constexpr int kStagedMinBlocksPerSm = 3;
+#if defined(FP8SCALE_PLATFORM_HIP)
+  // Measured on the H200 only. Its 33 KB of shared memory a block would let
+  // one such block run per CU on gfx942 (64 KB of LDS; clang refuses the
+  // 3-block occupancy target): AMD keeps the row loop from kRowsMinRows on
+  // (an empty staged range; the kernel is not instantiated there).
+  static constexpr index_t kStagedMaxRows = kRowsMinRows;
+#else
+  static constexpr index_t kStagedMaxRows = 32768;
+#endif
   static constexpr int kLargeThreads = 512;
   static constexpr int kLargeVecs = 8;
   static constexpr index_t kMaxCols = static_cast<index_t>(kLargeThreads) * kLargeVecs * detail::kVecElems<In>;
-  static_assert(kRowsThreads * kRowsVecs == kWideThreads * kWideVecs, "both wide shapes hold the same rows");
+  static_assert(kRowsThreads * kRowsVecs == kWideThreads * kWideVecs &&
+                    kStagedThreads * kStagedVecs == kWideThreads * kWideVecs,
+                "the wide shapes hold the same rows");
 };
 
 namespace detail {
@@ -141,33 +163,29 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormGather(const RmsNormQuantInput<
   }
 }
 
-/// Second half: the row's sum of squares (rowSum: the same bits for every
-/// block shape; `parity` as rowSum takes it), y = h * rsqrt(mean + normEps) *
-/// w (`weightAt(i, w)` supplies the weight of this thread's vector i as
-/// fp32), normOut, fp8 and scales of row m. Lanes past the row's end (h = 0) run
-/// the arithmetic and the group reduction too, storing nothing: the shuffles
-/// then sit in no divergent branch (which costs warp-collective
-/// bookkeeping); validity is uniform over a group's kLanes lanes, since vecs
-/// is a multiple of kLanes. kScalePadding: as ownsScalePadding takes it.
-/// Every thread of the block must call it (it contains a block barrier).
+/// rsqrt(mean(h^2) + normEps) of the row from this thread's partials
+/// (rowSum, a block barrier; `parity` as rowSum takes it).
+template <int kThreads, int kMaxVecs, class In>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rmsNormInverse(const RmsNormQuantInput<In>& in,
+                                                          const float (&partial)[kMaxVecs], int& parity) {
+  const float total = rowSum<kThreads, kMaxVecs>(partial, parity);
+  return rsqrtf(total / static_cast<float>(in.cols) + in.normEps);
+}
+
+/// y = h * inv * w (`weightAt(i, w)` supplies the weight of this thread's
+/// vector i as fp32), normOut, fp8 and scales of row m; as rmsNormFinish
+/// below, which computes inv first.
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
           int kMaxVecs, class WeightAt>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<In>& in, index_t m,
-                                                        float (&h)[kMaxVecs][kVecElems<In>],
-                                                        const float (&partial)[kMaxVecs], int& parity,
-                                                        const WeightAt& weightAt, Fp8Matrix<Format> q,
-                                                        ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                        float fmax, float eps, bool scalesEvictLast) {
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormApply(const RmsNormQuantInput<In>& in, index_t m,
+                                                       float (&h)[kMaxVecs][kVecElems<In>], float inv,
+                                                       const WeightAt& weightAt, Fp8Matrix<Format> q,
+                                                       ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
+                                                       float fmax, float eps, bool scalesEvictLast) {
   constexpr int kVE = kVecElems<In>;
   constexpr int kLanes = kGroup / kVE;  // threads per group in one pass
   const int vecs = static_cast<int>(in.cols / kVE);
   const int t = static_cast<int>(threadIdx.x);
-
-  // Reduce
-  const float total = rowSum<kThreads, kMaxVecs>(partial, parity);
-  const float inv = rsqrtf(total / static_cast<float>(in.cols) + in.normEps);
-
-  // Normalize, quantize, store
 #pragma unroll
   for (int i = 0; i < kMaxVecs; ++i) {
     const int v = i * kThreads + t;
@@ -195,6 +213,28 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<
   }
 }
 
+/// Second half: the row's sum of squares (rowSum: the same bits for every
+/// block shape; `parity` as rowSum takes it), y = h * rsqrt(mean + normEps) *
+/// w (`weightAt(i, w)` supplies the weight of this thread's vector i as
+/// fp32), normOut, fp8 and scales of row m. Lanes past the row's end (h = 0) run
+/// the arithmetic and the group reduction too, storing nothing: the shuffles
+/// then sit in no divergent branch (which costs warp-collective
+/// bookkeeping); validity is uniform over a group's kLanes lanes, since vecs
+/// is a multiple of kLanes. kScalePadding: as ownsScalePadding takes it.
+/// Every thread of the block must call it (it contains a block barrier).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
+          int kMaxVecs, class WeightAt>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<In>& in, index_t m,
+                                                        float (&h)[kMaxVecs][kVecElems<In>],
+                                                        const float (&partial)[kMaxVecs], int& parity,
+                                                        const WeightAt& weightAt, Fp8Matrix<Format> q,
+                                                        ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
+                                                        float fmax, float eps, bool scalesEvictLast) {
+  const float inv = rmsNormInverse<kThreads, kMaxVecs>(in, partial, parity);
+  rmsNormApply<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kThreads, kMaxVecs>(
+      in, m, h, inv, weightAt, q, scale, fmax, eps, scalesEvictLast);
+}
+
 /// This thread's raw weight vectors (v = i * kThreads + t, v < vecs).
 template <class In, int kThreads, int kMaxVecs>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadWeightRaw(const RmsNormQuantInput<In>& in, Bytes16 (&wRaw)[kMaxVecs]) {
@@ -203,6 +243,23 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadWeightRaw(const RmsNormQuantInput<
   for (int i = 0; i < kMaxVecs; ++i) {
     const int v = i * kThreads + static_cast<int>(threadIdx.x);
     if (v < vecs) wRaw[i] = loadRaw(in.weight + v * kVecElems<In>);  // weight(v)
+  }
+}
+
+/// This thread's raw vectors of row m: x, and the residual when there is
+/// one (v = i * kThreads + t, v < vecs).
+template <class In, int kThreads, int kMaxVecs>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadRowRaw(const RmsNormQuantInput<In>& in, index_t m,
+                                                     Bytes16 (&xRaw)[kMaxVecs], Bytes16 (&rRaw)[kMaxVecs]) {
+  constexpr int kVE = kVecElems<In>;
+  const int vecs = static_cast<int>(in.cols / kVE);
+#pragma unroll
+  for (int i = 0; i < kMaxVecs; ++i) {
+    const int v = i * kThreads + static_cast<int>(threadIdx.x);
+    if (v < vecs) {
+      xRaw[i] = loadRaw(in.x + m * in.ldx + v * kVE);                                           // x(m, v)
+      if (in.residual != nullptr) rRaw[i] = loadRaw(in.residual + m * in.ldResidual + v * kVE);  // residual(m, v)
+    }
   }
 }
 
@@ -260,11 +317,71 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
                       kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax, eps, scalesEvictLast, parity);
 }
 
+/// One block per row, as rmsNormQuantKernel, with h parked in shared memory
+/// through the row's reduction instead of held in registers: each thread
+/// stores its own slots and reads back only those (no barrier of its own,
+/// no bank conflicts: [i][j][t]). Fewer registers live through the barrier
+/// let 3 blocks of 512 run per SM (__launch_bounds__ min blocks kMinBlocks;
+/// 32 KB of shared memory a block for bf16 rows of 1024 vectors). On the
+/// H200 (bf16, K = 7168, row-major) it moved 0.92 / 0.93x the copy at
+/// M = 8192 / 16384 against 0.88 / 0.90x for rmsNormQuantRowsKernel, 0.98x
+/// against 0.85x at M = 1024, and 0.91x against 0.92x at M = 65536
+/// (benchmarks/results/h200_round7.txt, part 2). Recomputing h from x and
+/// the residual read again (from L1 / L2) instead measured 0.86-0.87x;
+/// shapes that needed more registers than their min blocks allow spilled
+/// and ran at 0.5-0.7x. The weight is read where it is applied (the same K
+/// values for every block: L1 / L2). Same bits as rmsNormQuantKernel and
+/// rmsNormQuantRowsKernel (rmsNormGather, rowSum, rmsNormApply).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
+          int kMaxVecs, int kMinBlocks>
+FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
+    rmsNormQuantStagedKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
+                             ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
+                             bool scalesEvictLast) {
+  static_assert(TRANSPOSE_SCALE || !kScalePadding, "row-major views have no padding slots");
+  constexpr int kVE = kVecElems<In>;
+  __shared__ float staged[kMaxVecs][kVE][kThreads];  // h of vector i * kThreads + t: [i][j][t]
+  const index_t m = blockIdx.x;
+  const int t = static_cast<int>(threadIdx.x);
+  gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
+  allowDependentLaunch();
+  if constexpr (kScalePadding) {
+    if (m == in.rows) {  // the padding block (launchRmsNormQuantWith)
+      for (index_t g = threadIdx.x; g < scale.cols(); g += blockDim.x) zeroScalePadding(scale, g, 0, 1);
+      return;
+    }
+  }
+  // The slice's raw loads first, so that all are in flight: the gather's
+  // in-place residual stores would otherwise order them.
+  Bytes16 xRaw[kMaxVecs], rRaw[kMaxVecs];
+  loadRowRaw<In, kThreads, kMaxVecs>(in, m, xRaw, rRaw);
+  float h[kMaxVecs][kVE], partial[kMaxVecs];
+  rmsNormGather<In, kThreads, kMaxVecs>(
+      in, m, [&](int i, float* out) { unpackVec<In>(xRaw[i], out); },
+      [&](int i, float* out) { unpackVec<In>(rRaw[i], out); }, h, partial);
+#pragma unroll
+  for (int i = 0; i < kMaxVecs; ++i)
+#pragma unroll
+    for (int j = 0; j < kVE; ++j) staged[i][j][t] = h[i][j];
+  int parity = 0;
+  const float inv = rmsNormInverse<kThreads, kMaxVecs>(in, partial, parity);
+#pragma unroll
+  for (int i = 0; i < kMaxVecs; ++i)
+#pragma unroll
+    for (int j = 0; j < kVE; ++j) h[i][j] = staged[i][j][t];
+  rmsNormApply<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding: the padding block's*/ false, kThreads,
+               kMaxVecs>(
+      in, m, h, inv, [&](int i, float* w) { loadVec(in.weight + (i * kThreads + t) * kVE, w); }, q, scale, fmax, eps,
+      scalesEvictLast);
+}
+
 /// One launch of kThreads-thread blocks, kMaxVecs vectors a thread (the row
 /// must fit: K / kVecElems <= kThreads * kMaxVecs), one block per row, and
 /// a padding block when the view has padding slots (scaleHasPadding; else
-/// the kernel without padding code).
-template <class Format, int kThreads, int kMaxVecs, class In, class Layout>
+/// the kernel without padding code). kStaged: rmsNormQuantStagedKernel
+/// (__launch_bounds__ min blocks kMinBlocks), else rmsNormQuantKernel.
+template <class Format, int kThreads, int kMaxVecs, bool kStaged = false, int kMinBlocks = 1, class In,
+          class Layout>
 Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                               const QuantOptions& opt, float fmax, Stream stream) {
   constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
@@ -273,12 +390,19 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
       const index_t blocks = in.rows + (decltype(padding)::value ? 1 : 0);  // the rows, and the padding block
       if (!fitsOneGrid(blocks, kThreads))
         return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
+      using Rule = decltype(rule);
+      constexpr int kGroup = decltype(group)::value;
+      constexpr bool kPadding = decltype(padding)::value;
+      const auto kernel = [] {
+        if constexpr (kStaged)
+          return rmsNormQuantStagedKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kPadding, kThreads, kMaxVecs,
+                                          kMinBlocks>;
+        else
+          return rmsNormQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kPadding, kThreads, kMaxVecs>;
+      }();
       const DeviceError e =
-          launchKernelPdl(opt.programmaticLaunch,
-                          rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE,
-                                             decltype(padding)::value, kThreads, kMaxVecs>,
-                          dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, in, q, scale, fmax,
-                          opt.eps, storesScalesEvictLast(opt.scaleStore));
+          launchKernelPdl(opt.programmaticLaunch, kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
+                          stream, in, q, scale, fmax, opt.eps, storesScalesEvictLast(opt.scaleStore));
       return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
     });
   });
@@ -310,16 +434,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
   Bytes16 xRaw[kMaxVecs], rRaw[kMaxVecs];
-  const auto fetch = [&](index_t row) {
-#pragma unroll
-    for (int i = 0; i < kMaxVecs; ++i) {
-      const int v = i * kThreads + t;
-      if (v < vecs) {
-        xRaw[i] = loadRaw(in.x + row * in.ldx + v * kVE);                                           // x(row, v)
-        if (in.residual != nullptr) rRaw[i] = loadRaw(in.residual + row * in.ldResidual + v * kVE);  // residual(row, v)
-      }
-    }
-  };
+  const auto fetch = [&](index_t row) { loadRowRaw<In, kThreads, kMaxVecs>(in, row, xRaw, rRaw); };
   fetch(m);
   {
     Bytes16 wRaw[kMaxVecs];
@@ -341,6 +456,21 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
         scalesEvictLast);
     if (next >= in.rows) break;
     m = next;
+  }
+}
+
+/// rmsNormQuantStagedKernel in Policy's shape. Instantiated only where the
+/// policy's staged range is not empty (CUDA): on AMD its 3 blocks of 512
+/// per CU would not fit, and clang refuses the occupancy target.
+template <class Format, class Policy, class In, class Layout>
+Status launchRmsNormQuantStaged(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+                                const QuantOptions& opt, float fmax, Stream stream) {
+  if constexpr (Policy::kStagedMaxRows > Policy::kRowsMinRows) {
+    return launchRmsNormQuantWith<Format, Policy::kStagedThreads, Policy::kStagedVecs, /*kStaged=*/true,
+                                  Policy::kStagedMinBlocksPerSm>(in, q, scale, opt, fmax, stream);
+  } else {  // not reached: rmsNormQuant takes the staged range only where it is not empty
+    return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "no staged kernel on this platform",
+                         in.rows);
   }
 }
 
@@ -424,6 +554,8 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
   if (vecs > static_cast<index_t>(Policy::kWideThreads) * Policy::kWideVecs)
     launched = detail::launchRmsNormQuantWith<Format, Policy::kLargeThreads, Policy::kLargeVecs>(in, q, scale, opt, fmax,
                                                                                                 stream);
+  else if (in.rows >= Policy::kRowsMinRows && in.rows < Policy::kStagedMaxRows)
+    launched = detail::launchRmsNormQuantStaged<Format, Policy>(in, q, scale, opt, fmax, stream);
   else if (in.rows >= Policy::kRowsMinRows)
     launched = detail::launchRmsNormQuantRows<Format, Policy::kRowsThreads, Policy::kRowsVecs,
                                               Policy::kRowsMinBlocksPerSm>(in, q, scale, opt, fmax, stream,
