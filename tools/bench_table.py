@@ -71,7 +71,7 @@ def main() -> None:
         head += " same bytes, no arithmetic: BW vs copy |" if move else ""
         # RMSNorm: the same bytes with the residual in place, in its row loop's order
         own = any(n.startswith(f"move_bytes/{key}/in_place/rows_b2/") for n in rows)
-        head += " same, in place, in its row order |" if own else ""
+        head += " same, in place, in the row loop's order |" if own else ""
         head += " row-major + materialize us | saved by transposed emit us |" if extra else ""
         print(head)
         print("|" + "---|" * (head.count("|") - 1))
@@ -110,7 +110,8 @@ def calibration_table(rows, sizes) -> None:
     producer's speed over it (time of the plain kernel / time of the
     producer), per layout."""
     keys = [("group_quant", "group quant", ""), ("rmsnorm_quant", "RMSNorm quant", ""),
-            ("silu_clamp_quant", "SiLU-clamp, I = 2048", "/2048"), ("silu_clamp_quant", "SiLU-clamp, I = 3072", "/3072")]
+            ("silu_clamp_quant", "SiLU-clamp, I = 2048", "/2048"),
+            ("silu_clamp_quant", "SiLU-clamp, I = 3072", "/3072")]
     if not any(n.startswith("naive/") for n in rows):
         return
     print("**Calibration: a plain kernel of each producer** (`naive/...`; the issue states its bandwidth target "

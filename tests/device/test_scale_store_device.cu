@@ -7,6 +7,7 @@
 // block per row and staged block per row; its row-looping kernel at K = 512).
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "producer_harness.cuh"
@@ -75,9 +76,11 @@ TEST_F(ScaleStoreDevice, SiluClampQuantGivesTheSameBitsUnderEveryPolicy) {
 // x (the residual path writes the same scales through the same stores).
 TEST_F(ScaleStoreDevice, RmsNormQuantGivesTheSameBitsUnderEveryPolicy) {
   using Policy = RmsNormPolicy<BFloat16>;
-  for (index_t M : {index_t{1}, index_t{17}, Policy::kRowsMinRows + 3, Policy::kStagedMaxRows + 3}) {
-    SCOPED_TRACE(::testing::Message() << "M=" << M);
-    const index_t K = M >= Policy::kStagedMaxRows ? 512 : 7168;  // the row loop: shorter rows
+  const std::pair<index_t, index_t> shapes[] = {  // (M, K); the row loop with shorter rows
+      {1, 7168}, {17, 7168}, {Policy::kRowsMinRows + 3, 7168}, {Policy::kStagedMaxRows + 3, 512}};
+  for (const auto& shape : shapes) {
+    const index_t M = shape.first, K = shape.second;  // named: lambdas below capture them
+    SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K);
     const auto x = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M + 9), 8.0f);
     std::vector<BFloat16> w(K, fromF<BFloat16>(0.875f));
     DeviceBuffer<BFloat16> dx(M * K), dw(K);

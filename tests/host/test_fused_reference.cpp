@@ -58,7 +58,9 @@ TEST(RmsNormReference, ResidualIsUpdatedAndTheNormUsesTheFp32Sum) {
   std::vector<BFloat16> x(K, toBFloat16(1.0f)), r(K, toBFloat16(2.0f)), w(K, toBFloat16(0.5f)), y(K);
   std::vector<std::uint8_t> q(K);
   float s = 0.0f;
-  auto in = RmsNormQuantInput<BFloat16>::matrix(x.data(), 1, K, K, w.data()).withResidual(r.data(), K).withNormOut(y.data(), K);
+  auto in = RmsNormQuantInput<BFloat16>::matrix(x.data(), 1, K, K, w.data())
+                .withResidual(r.data(), K)
+                .withNormOut(y.data(), K);
   in.normEps = 0.0f;
   ASSERT_TRUE((reference::rmsNormQuant<E4M3FN, ScaleUE8M0>(in, Fp8Matrix<E4M3FN>{q.data(), 1, K, K},
                                                            rowMajorView(&s, 1, 1).value(), 64)));

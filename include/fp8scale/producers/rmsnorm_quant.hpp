@@ -27,7 +27,7 @@ struct RmsNormQuantInput {
   const In* x = nullptr;
   index_t rows = 0;  ///< M
   index_t cols = 0;  ///< K
-  index_t ldx = 0;
+  index_t ldx = 0;  ///< row stride of x, elements
   In* residual = nullptr;  ///< [M, K], row stride ldResidual; in/out
   index_t ldResidual = 0;
   const In* weight = nullptr;  ///< [K]
@@ -36,7 +36,10 @@ struct RmsNormQuantInput {
   index_t ldNormOut = 0;
 
   /// x[M, K] with row stride ldx (elements), weight[K]; no residual, no
-  /// normOut, normEps 1e-6. withResidual / withNormOut add those.
+  /// normOut, normEps 1e-6. withResidual / withNormOut add those. Nothing
+  /// is checked here: rmsNormQuant refuses, naming the argument, pointers
+  /// and row strides not aligned to 16 bytes, K not a multiple of the group
+  /// size or above RmsNormPolicy::kMaxCols, and a null weight with M > 0.
   static RmsNormQuantInput matrix(const In* x, index_t M, index_t K, index_t ldx, const In* weight) {
     RmsNormQuantInput in;
     in.x = x;
@@ -47,7 +50,8 @@ struct RmsNormQuantInput {
     return in;
   }
   /// This input with residual[M, K] (row stride ld elements; nullptr: none),
-  /// read and overwritten in place with round(x + residual).
+  /// read and overwritten in place with round(x + residual). It must not
+  /// overlap x, normOut or the fp8 output.
   RmsNormQuantInput withResidual(In* r, index_t ld) const {
     RmsNormQuantInput in = *this;
     in.residual = r;
@@ -55,7 +59,8 @@ struct RmsNormQuantInput {
     return in;
   }
   /// This input with normOut[M, K] (row stride ld elements; nullptr: none),
-  /// which receives the normalized values rounded to In.
+  /// which receives the normalized values rounded to In. It must not
+  /// overlap x, the residual or the fp8 output.
   RmsNormQuantInput withNormOut(In* y, index_t ld) const {
     RmsNormQuantInput in = *this;
     in.normOut = y;
@@ -77,10 +82,12 @@ struct RmsNormQuantInput {
 ///     parts 4-5).
 ///   - kRowsMinRows <= M < kStagedMaxRows: rmsNormQuantStagedKernel, a block
 ///     of 512 threads of 2 vectors per row, h parked in shared memory through
-///     the reduction, 3 blocks per SM: 0.92-0.98x the copy at M = 1024..16384
-///     against 0.80-0.90x for the row loop below (benchmarks/results/
-///     h200_round7.txt, part 2). CUDA only: on AMD the range is empty
-///     (kStagedMaxRows).
+///     the reduction, 3 blocks per SM. BW vs copy at M = 1024 / 2048 / 4096 /
+///     8192 / 16384: 0.98 / 0.82 / 0.89 / 0.92 / 0.93x against 0.85 / 0.80 /
+///     0.85 / 0.88 / 0.90x for the row loop below (benchmarks/results/
+///     h200_round7.txt, part 2; part 4 for M = 65536, where a later run
+///     favoured it too: branch staged-all-m, not yet run on the GPU). CUDA
+///     only: on AMD the range is empty (kStagedMaxRows).
 ///   - M >= kStagedMaxRows: rmsNormQuantRowsKernel, 256 threads of 4 vectors
 ///     (on CUDA at most 128 registers: two blocks per SM), one wave of
 ///     blocks looping over the rows with the next row's loads in flight:
@@ -327,9 +334,9 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
 /// M = 8192 / 16384 against 0.88 / 0.90x for rmsNormQuantRowsKernel, 0.98x
 /// against 0.85x at M = 1024, and 0.91x against 0.92x at M = 65536
 /// (benchmarks/results/h200_round7.txt, part 2). Recomputing h from x and
-/// the residual read again (from L1 / L2) instead measured 0.86-0.87x;
-/// shapes that needed more registers than their min blocks allow spilled
-/// and ran at 0.5-0.7x. The weight is read where it is applied (the same K
+/// the residual read again (from L1 / L2) instead measured 0.80-0.87x at
+/// M >= 8192; shapes that needed more registers than their min blocks allow
+/// spilled and ran at 0.29-0.74x. The weight is read where it is applied (the same K
 /// values for every block: L1 / L2). Same bits as rmsNormQuantKernel and
 /// rmsNormQuantRowsKernel (rmsNormGather, rowSum, rmsNormApply).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
