@@ -29,6 +29,15 @@ import sys
 
 RUN_SUFFIX = re.compile(r"/(iterations|repeats):\d+|/manual_time")
 
+# Each producer's tables: entry name, table title, short title (calibration
+# rows), and the entry suffix of its second argument (SiLU-clamp's I).
+PRODUCERS = [
+    ("group_quant", "group quant, K = 7168", "group quant", ""),
+    ("rmsnorm_quant", "RMSNorm quant (+ residual), K = 7168", "RMSNorm quant", ""),
+    ("silu_clamp_quant", "SiLU-clamp quant, I = 2048", "SiLU-clamp, I = 2048", "/2048"),
+    ("silu_clamp_quant", "SiLU-clamp quant, I = 3072", "SiLU-clamp, I = 3072", "/3072"),
+]
+
 
 def entries(data):
     """Benchmark name (without run suffixes) -> entry: the median aggregate
@@ -56,9 +65,7 @@ def main() -> None:
     print(f"Baselines: large copy {copy / 1000:.2f} TB/s (read + write, faster of cudaMemcpyAsync and a copy "
           f"kernel{when}), empty kernel {rows['empty_kernel']['us_per_call']:.2f} us per launch under graph replay.\n")
     sizes = sorted({int(b["M"]) for b in rows.values() if "M" in b})
-    producers = [("group_quant", "group quant, K = 7168", ""), ("rmsnorm_quant", "RMSNorm quant (+ residual), K = 7168", ""),
-                 ("silu_clamp_quant", "SiLU-clamp quant, I = 2048", "/2048"), ("silu_clamp_quant", "SiLU-clamp quant, I = 3072", "/3072")]
-    for key, title, suffix in producers:
+    for key, title, _, suffix in PRODUCERS:
         print(f"**{title}**\n")
         extra = key == "group_quant"
         head = "| M | row-major us | col-major us | col / row | BW vs copy (row, col) | time vs input copy (row, col) |"
@@ -109,9 +116,6 @@ def calibration_table(rows, sizes) -> None:
     large copy and vs a copy of its input bytes at the same M, and the
     producer's speed over it (time of the plain kernel / time of the
     producer), per layout."""
-    keys = [("group_quant", "group quant", ""), ("rmsnorm_quant", "RMSNorm quant", ""),
-            ("silu_clamp_quant", "SiLU-clamp, I = 2048", "/2048"),
-            ("silu_clamp_quant", "SiLU-clamp, I = 3072", "/3072")]
     if not any(n.startswith("naive/") for n in rows):
         return
     print("**Calibration: a plain kernel of each producer** (`naive/...`; the issue states its bandwidth target "
@@ -120,7 +124,7 @@ def calibration_table(rows, sizes) -> None:
             "producer: BW vs copy (row, col) | producer speed over plain (row, col) |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
-    for key, title, suffix in keys:
+    for key, _, title, suffix in PRODUCERS:
         for m in sizes:
             nr, nc = rows.get(f"naive/{key}/row_major/{m}{suffix}"), rows.get(f"naive/{key}/col_major/{m}{suffix}")
             pr, pc = rows.get(f"{key}/row_major/{m}{suffix}"), rows.get(f"{key}/col_major/{m}{suffix}")
