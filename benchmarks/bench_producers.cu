@@ -738,7 +738,7 @@ void BM_TuneRmsNormBlock(benchmark::State& state) {
     if constexpr (kWaves == 0)
       expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs>(in, q, sv, opt, E4M3FN::kMax, gStream));
     else if constexpr (kWaves == -1)
-      expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs, /*kStaged=*/true, kMinBlocks>(
+      expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs, kMinBlocks>(
           in, q, sv, opt, E4M3FN::kMax, gStream));
     else
       expectOk(detail::launchRmsNormQuantRows<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax,

@@ -153,8 +153,9 @@ void countDiffs(const void* a, const void* b, std::size_t bytes, unsigned long l
 // ---- Case data --------------------------------------------------------------------
 
 // The largest M is past RmsNormPolicy::kRowsMinRows, so that rmsNormQuant's
-// staged block per row (512 x 2) is held bit for bit to the fused epilogue's
-// block per row; the smaller ones take rmsNormQuant's block per row.
+// large-M kernel (staged block per row on CUDA, the row loop on AMD) is held
+// bit for bit to the fused epilogue's block per row; the smaller ones take
+// rmsNormQuant's block per row.
 constexpr index_t kMaxRows = RmsNormPolicy<BFloat16>::kRowsMinRows + 3;
 const std::vector<index_t> kRows = {1, 2, 3, 16, 17, 128, 1000, kMaxRows};
 const std::vector<index_t> kCols = {2048, 4096, 7168};

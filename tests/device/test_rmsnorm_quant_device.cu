@@ -121,16 +121,13 @@ TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWith
   using Format = typename C::Format;
   FusedTally tally;
   std::size_t normOutDiffs = 0, normOutTotal = 0, normOutFailures = 0;
-  // The contract's rows, one M past RmsNormPolicy::kRowsMinRows (the staged
-  // block per row) and one past kStagedMaxRows (the row-looping kernel; at
-  // K = 128 only, to keep the host reference short), held to the same
-  // contract.
+  // The contract's rows, and one M past RmsNormPolicy::kRowsMinRows so that
+  // the large-M kernel (staged block per row on CUDA, the row loop on AMD)
+  // is held to the same contract.
   std::vector<index_t> rows = kContractRows;
   rows.push_back(RmsNormPolicy<In>::kRowsMinRows + 3);
-  rows.push_back(RmsNormPolicy<In>::kStagedMaxRows + 1);
   for (index_t M : rows)
     for (index_t K : {128, 512, 2304, 7168}) {
-      if (M == RmsNormPolicy<In>::kStagedMaxRows + 1 && K > 128) continue;
       const bool withResidual = (M + K / 128) % 2 == 0;
       SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " residual=" << withResidual);
       const auto x = makeActivations<In>(M, K, K, static_cast<unsigned>(M * 13 + K), 8.0f);
@@ -284,17 +281,16 @@ TEST_F(FusedQuantDeviceShapes, RmsNormRefusesMisalignedResidualAndMissingWeight)
 // that make the rsqrt 0 (a sum of squares that overflows, an inf), +inf (with
 // normEps = 0: a zero row, squares that underflow) or NaN (a NaN in the row)
 // are planted, and their y checked to be what that rsqrt gives; every kernel
-// shape runs (block per row, staged block per row, the row loop at K = 512,
-// long rows), in both scale rules.
+// shape the launcher picks runs (block per row, the large-M kernel, long
+// rows), in both scale rules.
 TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedValues) {
   using Policy = RmsNormPolicy<float>;
   const float inf = std::numeric_limits<float>::infinity();
   std::size_t groupsChecked = 0;
-  for (index_t M : {index_t{1}, index_t{9}, Policy::kRowsMinRows + 5, Policy::kStagedMaxRows + 5})
+  for (index_t M : {index_t{1}, index_t{9}, Policy::kRowsMinRows + 5})
     for (index_t K : {512, 4096, 8192})
       for (float normEps : {0.0f, 1e-6f})
         for (bool ue8m0 : {false, true}) {
-          if (M == Policy::kStagedMaxRows + 5 && K > 512) continue;  // the row loop: short rows (host time)
           SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " normEps=" << normEps
                                             << (ue8m0 ? " ue8m0" : " fp32"));
           auto x = makeActivations<float>(M, K, K, static_cast<unsigned>(M + K), 448.0f);
@@ -358,9 +354,9 @@ TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedVa
   EXPECT_GT(groupsChecked, 0u);
 }
 
-// Groups of 32 and 64, on every kernel shape (block per row at M = 2 and 6,
-// the staged block per row at kRowsMinRows + 2, the row loop at
-// kStagedMaxRows + 2 with K = 512, long rows at K = 16384), with
+// Groups of 32 and 64, on every kernel shape the launcher picks (block per
+// row at M = 2 and 6, the large-M kernel at kRowsMinRows + 2, long rows at
+// K = 16384), with
 // column-major ld = align(M, 4) at M % 4 == 2 (two padding slots a column,
 // written by the padding block or the row loop's last row): the contract
 // (checkTransposeContract), and each group's fp8 and scale equal to the host
@@ -368,12 +364,10 @@ TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedVa
 // normOut holds exactly the values the kernel quantized).
 TEST_F(FusedQuantDeviceShapes, SmallerGroupsAndPaddedViewsOnEveryKernelShape) {
   std::size_t groupsChecked = 0;
-  for (index_t M :
-       {index_t{2}, index_t{6}, RmsNormPolicy<float>::kRowsMinRows + 2, RmsNormPolicy<float>::kStagedMaxRows + 2})
+  for (index_t M : {index_t{2}, index_t{6}, RmsNormPolicy<float>::kRowsMinRows + 2})
     for (index_t K : {512, 4096, 16384})
       for (int groupSize : {32, 64}) {
         if (K == 16384 && M > 6) continue;  // long rows: the block-per-row kernels only
-        if (K > 512 && M == RmsNormPolicy<float>::kStagedMaxRows + 2) continue;  // the row loop: short rows
         const bool ue8m0 = (M + groupSize / 32) % 2 == 0;
         SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " group=" << groupSize
                                           << (ue8m0 ? " ue8m0" : " fp32"));
@@ -466,6 +460,96 @@ TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
     aloneScales.resize(G);
     EXPECT_EQ(countBitDiffs(lastScales, aloneScales), 0u);
   }
+}
+
+// The row-looping kernel (rmsNormQuantRowsKernel in RmsNormPolicy's rows
+// shape) launched directly: on CUDA the launcher takes the staged block per
+// row from kRowsMinRows on, so this holds the row loop to the launcher's bits
+// (the same sums in the same order: rowSum) at full K = 7168 (every one of a
+// thread's 4 vectors) with a residual and normOut, each block looping over
+// several rows (M past one wave of blocks), in both layouts; column-major
+// with ld = align(M, 4), whose padding the row loop's last row writes and the
+// staged launch's padding block. Three option sets: groups of 128 / fp32
+// scales; groups of 64 / UE8M0 with programmatic dependent launch; groups
+// of 32 / fp32 with evict_last scale stores. Outputs are filled with
+// garbage first.
+TEST_F(FusedQuantDeviceShapes, RowLoopKernelGivesTheLaunchersBits) {
+  using Policy = RmsNormPolicy<BFloat16>;
+  const index_t K = 7168;
+  struct Variant {
+    int groupSize;
+    ScaleRule rule;
+    bool pdl;
+    ScaleStorePolicy store;
+  };
+  const Variant variants[] = {{128, ScaleRule::kFp32, false, ScaleStorePolicy::kEvictNormal},
+                              {64, ScaleRule::kUE8M0, true, ScaleStorePolicy::kEvictNormal},
+                              {32, ScaleRule::kFp32, false, ScaleStorePolicy::kEvictLast}};
+  for (index_t M : {Policy::kRowsMinRows + 3, index_t{4099}})
+    for (bool colMajor : {false, true})
+      for (const Variant& variant : variants) {
+        const index_t G = K / variant.groupSize;
+        SCOPED_TRACE(::testing::Message()
+                     << "M=" << M << (colMajor ? " col-major" : " row-major") << " group=" << variant.groupSize
+                     << (variant.rule == ScaleRule::kUE8M0 ? " ue8m0" : " fp32") << (variant.pdl ? " pdl" : "")
+                     << (variant.store == ScaleStorePolicy::kEvictLast ? " evict_last" : ""));
+        const auto x = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M + 5), 8.0f);
+        const auto r0 = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M + 6), 4.0f);
+        std::vector<BFloat16> w(K);
+        for (index_t k = 0; k < K; ++k) w[k] = fromF<BFloat16>(0.5f + static_cast<float>(k % 11) * 0.1f);
+        const index_t ld = colMajor ? alignUp(M, index_t{4}) : G;
+        DeviceBuffer<BFloat16> dx(M * K), dw(K), dr(M * K), dy(M * K);
+        DeviceBuffer<std::uint8_t> dq(M * K);
+        DeviceBuffer<float> ds(colMajor ? G * ld : M * G);
+        dx.upload(x);
+        dw.upload(w);
+        struct Out {
+          std::vector<std::uint8_t> q;
+          std::vector<float> s;
+          std::vector<BFloat16> r, y;
+        };
+        auto run = [&](bool rowLoop) {
+          dr.upload(r0);
+          dq.poison(0xA5);
+          ds.poison(0xFF);  // NaN in every slot, padding included
+          dy.poison(0x7F);
+          const auto in = RmsNormQuantInput<BFloat16>::matrix(dx.get(), M, K, K, dw.get())
+                              .withResidual(dr.get(), K)
+                              .withNormOut(dy.get(), K);
+          const Fp8Matrix<E4M3FN> q{dq.get(), M, K, K};
+          QuantOptions opt;
+          opt.groupSize = variant.groupSize;
+          opt.rule = variant.rule;
+          opt.programmaticLaunch = variant.pdl;
+          opt.scaleStore = variant.store;
+          Status st;
+          auto launch = [&](auto view) {
+            if (rowLoop)
+              st = detail::launchRmsNormQuantRows<E4M3FN, Policy::kRowsThreads, Policy::kRowsVecs,
+                                                  Policy::kRowsMinBlocksPerSm>(in, q, view, opt, E4M3FN::kMax, nullptr,
+                                                                               Policy::kRowsResidentWaves);
+            else
+              st = rmsNormQuant<E4M3FN>(in, q, view, opt, nullptr).status();
+          };
+          if (colMajor)
+            launch(colMajorView(ds.get(), M, G, ld).value());
+          else
+            launch(rowMajorView(ds.get(), M, G).value());
+          EXPECT_TRUE(st.isOk()) << st.message();
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          return Out{dq.download(), ds.download(), dr.download(), dy.download()};
+        };
+        const Out loop = run(true), launcher = run(false);
+        EXPECT_TRUE(loop.q == launcher.q) << "fp8 data";
+        ASSERT_EQ(loop.s.size(), launcher.s.size());
+        EXPECT_EQ(std::memcmp(loop.s.data(), launcher.s.data(), loop.s.size() * sizeof(float)), 0) << "scales";
+        EXPECT_EQ(std::memcmp(loop.r.data(), launcher.r.data(), loop.r.size() * sizeof(BFloat16)), 0) << "residual";
+        EXPECT_EQ(std::memcmp(loop.y.data(), launcher.y.data(), loop.y.size() * sizeof(BFloat16)), 0) << "normOut";
+        if (colMajor)
+          for (index_t g = 0; g < G; ++g)
+            for (index_t p = M; p < ld; ++p) EXPECT_EQ(loop.s[g * ld + p], 0.0f) << "padding g=" << g << " slot " << p;
+        EXPECT_GT(loop.s[0], 0.0f);  // real scales were written
+      }
 }
 
 }  // namespace

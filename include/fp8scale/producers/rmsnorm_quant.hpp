@@ -7,10 +7,10 @@
 //   y = h * rsqrt(mean(h^2) + normEps) * weight   (fp32, h not re-rounded)
 //   q, scale = group quant of y (fp32, never rounded to bf16 first);
 //   optionally normOut = round(y) (the "emit_bf16" output).
-// One block per row (from RmsNormPolicy::kRowsMinRows rows on, with h parked
-// in shared memory between the norm's reduction and the quantization), or
-// (M >= RmsNormPolicy::kStagedMaxRows) one wave of blocks looping over the
-// rows with the next row's loads in flight, h held in registers.
+// One block per row; from RmsNormPolicy::kRowsMinRows rows on, on CUDA, with
+// h parked in shared memory between the norm's reduction and the
+// quantization, and on AMD one wave of blocks looping over the rows with the
+// next row's loads in flight, h held in registers.
 #pragma once
 
 #include <cmath>
@@ -80,15 +80,15 @@ struct RmsNormQuantInput {
 ///     for both. Its time at small M is one warp's dependency chain, not
 ///     the SM's issue rate (benchmarks/results/h200_rmsnorm_row_order.txt,
 ///     parts 4-5).
-///   - kRowsMinRows <= M < kStagedMaxRows: rmsNormQuantStagedKernel, a block
-///     of 512 threads of 2 vectors per row, h parked in shared memory through
-///     the reduction, 3 blocks per SM. BW vs copy at M = 1024 / 2048 / 4096 /
-///     8192 / 16384: 0.98 / 0.82 / 0.89 / 0.92 / 0.93x against 0.85 / 0.80 /
-///     0.85 / 0.88 / 0.90x for the row loop below (benchmarks/results/
-///     h200_round7.txt, part 2; part 4 for M = 65536, where a later run
-///     favoured it too: branch staged-all-m, not yet run on the GPU). CUDA
-///     only: on AMD the range is empty (kStagedMaxRows).
-///   - M >= kStagedMaxRows: rmsNormQuantRowsKernel, 256 threads of 4 vectors
+///   - M >= kRowsMinRows on CUDA (kRowsStaged): rmsNormQuantStagedKernel, a
+///     block of 512 threads of 2 vectors per row, h parked in shared memory
+///     through the reduction, 3 blocks per SM. BW vs copy at M = 1024 / 2048
+///     / 4096 / 8192 / 16384: 0.98 / 0.82 / 0.89 / 0.92 / 0.93x against 0.85
+///     / 0.80 / 0.85 / 0.88 / 0.90x for the row loop below
+///     (benchmarks/results/h200_round7.txt, part 2); at M = 32768 / 65536
+///     1.7 / 3.3% less time row-major and 2.5 / 5.8% less column-major
+///     (h200_round8.txt, part 1).
+///   - M >= kRowsMinRows on AMD: rmsNormQuantRowsKernel, 256 threads of 4 vectors
 ///     (on CUDA at most 128 registers: two blocks per SM), one wave of
 ///     blocks looping over the rows with the next row's loads in flight:
 ///     0.88 / 0.92x the copy bandwidth at M = 8192 / 65536, against 0.74 /
@@ -96,9 +96,7 @@ struct RmsNormQuantInput {
 ///     looping: 0.86 / 0.87x; 128 x 8: 0.64 / 0.67x). That is within 1-4% of
 ///     what its row order moves with no arithmetic at all (0.91-0.93x);
 ///     rows staged in shared memory 1-5 rows ahead (cp.async, or the bulk
-///     copy engine) were not better across M (same file, part 2). At
-///     M = 65536 the staged kernel measured 0.91x against its 0.92x, so the
-///     row loop keeps the largest M.
+///     copy engine) were not better across M (same file, part 2).
 /// Longer rows, up to kMaxCols, run one block per row of 512 threads of 8
 /// vectors (128 registers: one block per SM).
 template <class In>
@@ -117,10 +115,10 @@ struct RmsNormPolicy {
   // Measured on the H200 only. Its 33 KB of shared memory a block would let
   // one such block run per CU on gfx942 (64 KB of LDS; clang refuses the
   // 3-block occupancy target): AMD keeps the row loop from kRowsMinRows on
-  // (an empty staged range; the kernel is not instantiated there).
-  static constexpr index_t kStagedMaxRows = kRowsMinRows;
+  // (the staged kernel is not instantiated there).
+  static constexpr bool kRowsStaged = false;
 #else
-  static constexpr index_t kStagedMaxRows = 32768;
+  static constexpr bool kRowsStaged = true;
 #endif
   static constexpr int kLargeThreads = 512;
   static constexpr int kLargeVecs = 8;
@@ -299,6 +297,27 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
       scalesEvictLast);
 }
 
+/// Block m of a block-per-row launch (launchRmsNormQuantWith): with
+/// kScalePadding (the view has padding slots) block M, after the rows, is
+/// the padding block; it writes every column's padding slots
+/// (zeroScalePadding, a thread per column) and this returns true, so that
+/// the block does nothing else. False for the rows, and always without
+/// kScalePadding (no code).
+template <bool kScalePadding, class Layout>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE bool isPaddingBlock(const ScaleView<float, Layout>& scale, index_t m,
+                                                         index_t rows) {
+  if constexpr (kScalePadding) {
+    if (m != rows) return false;
+    for (index_t g = threadIdx.x; g < scale.cols(); g += blockDim.x) zeroScalePadding(scale, g, 0, 1);
+    return true;
+  } else {
+    (void)scale;
+    (void)m;
+    (void)rows;
+    return false;
+  }
+}
+
 /// One block per row; with kScalePadding (the view has padding slots) one
 /// more block, m = M, writes the padding (zeroScalePadding) and the
 /// rows do not.
@@ -312,12 +331,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
   const index_t m = blockIdx.x;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
-  if constexpr (kScalePadding) {
-    if (m == in.rows) {  // the padding block (launchRmsNormQuantWith)
-      for (index_t g = threadIdx.x; g < scale.cols(); g += blockDim.x) zeroScalePadding(scale, g, 0, 1);
-      return;
-    }
-  }
+  if (isPaddingBlock<kScalePadding>(scale, m, in.rows)) return;
   const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
   int parity = 0;
   rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding: the padding block's*/ false,
@@ -330,14 +344,15 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
 /// no bank conflicts: [i][j][t]). Fewer registers live through the barrier
 /// let 3 blocks of 512 run per SM (__launch_bounds__ min blocks kMinBlocks;
 /// 32 KB of shared memory a block for bf16 rows of 1024 vectors). On the
-/// H200 (bf16, K = 7168, row-major) it moved 0.92 / 0.93x the copy at
-/// M = 8192 / 16384 against 0.88 / 0.90x for rmsNormQuantRowsKernel, 0.98x
-/// against 0.85x at M = 1024, and 0.91x against 0.92x at M = 65536
-/// (benchmarks/results/h200_round7.txt, part 2). Recomputing h from x and
-/// the residual read again (from L1 / L2) instead measured 0.80-0.87x at
-/// M >= 8192; shapes that needed more registers than their min blocks allow
-/// spilled and ran at 0.29-0.74x. The weight is read where it is applied (the same K
-/// values for every block: L1 / L2). Same bits as rmsNormQuantKernel and
+/// H200 (bf16, K = 7168) it moved 0.92 / 0.93x the copy at M = 8192 / 16384
+/// against 0.88 / 0.90x for rmsNormQuantRowsKernel, 0.98x against 0.85x at
+/// M = 1024 (benchmarks/results/h200_round7.txt, part 2), and took 1.7 /
+/// 3.3% less time row-major, 2.5 / 5.8% less column-major at M = 32768 /
+/// 65536 (h200_round8.txt, part 1). Recomputing h from x and the residual read
+/// again (from L1 / L2) instead measured 0.80-0.87x at M >= 8192; shapes
+/// that needed more registers than their min blocks allow spilled and ran
+/// at 0.29-0.74x. The weight is read where it is applied (the same K values
+/// for every block: L1 / L2). Same bits as rmsNormQuantKernel and
 /// rmsNormQuantRowsKernel (rmsNormGather, rowSum, rmsNormApply).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
           int kMaxVecs, int kMinBlocks>
@@ -352,12 +367,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
   const int t = static_cast<int>(threadIdx.x);
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
-  if constexpr (kScalePadding) {
-    if (m == in.rows) {  // the padding block (launchRmsNormQuantWith)
-      for (index_t g = threadIdx.x; g < scale.cols(); g += blockDim.x) zeroScalePadding(scale, g, 0, 1);
-      return;
-    }
-  }
+  if (isPaddingBlock<kScalePadding>(scale, m, in.rows)) return;
   // The slice's raw loads first, so that all are in flight: the gather's
   // in-place residual stores would otherwise order them.
   Bytes16 xRaw[kMaxVecs], rRaw[kMaxVecs];
@@ -385,10 +395,10 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
 /// One launch of kThreads-thread blocks, kMaxVecs vectors a thread (the row
 /// must fit: K / kVecElems <= kThreads * kMaxVecs), one block per row, and
 /// a padding block when the view has padding slots (scaleHasPadding; else
-/// the kernel without padding code). kStaged: rmsNormQuantStagedKernel
-/// (__launch_bounds__ min blocks kMinBlocks), else rmsNormQuantKernel.
-template <class Format, int kThreads, int kMaxVecs, bool kStaged = false, int kMinBlocks = 1, class In,
-          class Layout>
+/// the kernel without padding code). kStagedMinBlocks = 0:
+/// rmsNormQuantKernel; > 0: rmsNormQuantStagedKernel with that many
+/// __launch_bounds__ min blocks.
+template <class Format, int kThreads, int kMaxVecs, int kStagedMinBlocks = 0, class In, class Layout>
 Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                               const QuantOptions& opt, float fmax, Stream stream) {
   constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
@@ -401,9 +411,9 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
       constexpr int kGroup = decltype(group)::value;
       constexpr bool kPadding = decltype(padding)::value;
       const auto kernel = [] {
-        if constexpr (kStaged)
+        if constexpr (kStagedMinBlocks > 0)
           return rmsNormQuantStagedKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kPadding, kThreads, kMaxVecs,
-                                          kMinBlocks>;
+                                          kStagedMinBlocks>;
         else
           return rmsNormQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kPadding, kThreads, kMaxVecs>;
       }();
@@ -463,21 +473,6 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
         scalesEvictLast);
     if (next >= in.rows) break;
     m = next;
-  }
-}
-
-/// rmsNormQuantStagedKernel in Policy's shape. Instantiated only where the
-/// policy's staged range is not empty (CUDA): on AMD its 3 blocks of 512
-/// per CU would not fit, and clang refuses the occupancy target.
-template <class Format, class Policy, class In, class Layout>
-Status launchRmsNormQuantStaged(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
-                                const QuantOptions& opt, float fmax, Stream stream) {
-  if constexpr (Policy::kStagedMaxRows > Policy::kRowsMinRows) {
-    return launchRmsNormQuantWith<Format, Policy::kStagedThreads, Policy::kStagedVecs, /*kStaged=*/true,
-                                  Policy::kStagedMinBlocksPerSm>(in, q, scale, opt, fmax, stream);
-  } else {  // not reached: rmsNormQuant takes the staged range only where it is not empty
-    return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "no staged kernel on this platform",
-                         in.rows);
   }
 }
 
@@ -561,13 +556,15 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
   if (vecs > static_cast<index_t>(Policy::kWideThreads) * Policy::kWideVecs)
     launched = detail::launchRmsNormQuantWith<Format, Policy::kLargeThreads, Policy::kLargeVecs>(in, q, scale, opt, fmax,
                                                                                                 stream);
-  else if (in.rows >= Policy::kRowsMinRows && in.rows < Policy::kStagedMaxRows)
-    launched = detail::launchRmsNormQuantStaged<Format, Policy>(in, q, scale, opt, fmax, stream);
-  else if (in.rows >= Policy::kRowsMinRows)
-    launched = detail::launchRmsNormQuantRows<Format, Policy::kRowsThreads, Policy::kRowsVecs,
-                                              Policy::kRowsMinBlocksPerSm>(in, q, scale, opt, fmax, stream,
-                                                                          Policy::kRowsResidentWaves);
-  else
+  else if (in.rows >= Policy::kRowsMinRows) {
+    if constexpr (Policy::kRowsStaged)  // CUDA
+      launched = detail::launchRmsNormQuantWith<Format, Policy::kStagedThreads, Policy::kStagedVecs,
+                                                Policy::kStagedMinBlocksPerSm>(in, q, scale, opt, fmax, stream);
+    else
+      launched = detail::launchRmsNormQuantRows<Format, Policy::kRowsThreads, Policy::kRowsVecs,
+                                                Policy::kRowsMinBlocksPerSm>(in, q, scale, opt, fmax, stream,
+                                                                            Policy::kRowsResidentWaves);
+  } else
     launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(in, q, scale, opt, fmax,
                                                                                               stream);
   if (!launched) return launched;
