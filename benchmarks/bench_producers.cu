@@ -243,6 +243,24 @@ __global__ void __launch_bounds__(1024 / kCluster) moveRowClusterKernel(const ui
   if (c < vecs) out8[m * vecs + c] = rv.fold(extra);
 }
 
+/// The plain kernels' group tail (calibration only): a lane's 8 values and
+/// their largest magnitude `amax` -> the group's scale (amax over the 16
+/// lanes of the group by shuffles, at least 1e-10, / 448), returned, and the
+/// values times 1 / scale to e4m3fn by the CUDA intrinsic (satfinite),
+/// packed into `packed`. All 32 lanes of the warp must call it.
+__device__ __forceinline__ float naiveQuantize8(const float (&v)[8], float amax, uint2& packed) {
+#pragma unroll
+  for (int d = 8; d > 0; d /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
+  const float scale = fmaxf(amax, 1e-10f) / 448.0f;
+  const float inv = 1.0f / scale;
+  unsigned short pairs[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    pairs[j] = __nv_cvt_float2_to_fp8x2(make_float2(v[2 * j] * inv, v[2 * j + 1] * inv), __NV_SATFINITE, __NV_E4M3);
+  packed = make_uint2(pairs[0] | (unsigned{pairs[1]} << 16), pairs[2] | (unsigned{pairs[3]} << 16));
+  return scale;
+}
+
 /// Calibration: group quant (or SiLU-clamp quant) written the plain way, the
 /// kind of kernel the producers issue's targets were stated against ("a
 /// naive kernel ... reaches 1.00x row-major and 0.96x column-major"), so
@@ -289,17 +307,10 @@ __global__ void __launch_bounds__(256) naiveGroupQuantKernel(const __nv_bfloat16
     v[2 * j + 1] = f.y;
     amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
   }
-#pragma unroll
-  for (int d = 8; d > 0; d /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
-  const float scale = fmaxf(amax, 1e-10f) / 448.0f;
-  const float inv = 1.0f / scale;
-  unsigned short pairs[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    pairs[j] = __nv_cvt_float2_to_fp8x2(make_float2(v[2 * j] * inv, v[2 * j + 1] * inv), __NV_SATFINITE, __NV_E4M3);
+  uint2 packed;
+  const float scale = naiveQuantize8(v, amax, packed);
   if (!valid) return;
-  *reinterpret_cast<uint2*>(q + m * cols + c) =
-      make_uint2(pairs[0] | (unsigned{pairs[1]} << 16), pairs[2] | (unsigned{pairs[3]} << 16));
+  *reinterpret_cast<uint2*>(q + m * cols + c) = packed;
   if (lane == 0) s[kColMajor ? g * rows + m : m * groups + g] = scale;
 }
 
@@ -352,16 +363,9 @@ __global__ void __launch_bounds__(256) naiveRmsNormQuantKernel(const __nv_bfloat
       y[2 * j + 1] = h.y * inv * g.y;
       amax = fmaxf(amax, fmaxf(fabsf(y[2 * j]), fabsf(y[2 * j + 1])));
     }
-#pragma unroll
-    for (int d = 8; d > 0; d /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
-    const float scale = fmaxf(amax, 1e-10f) / 448.0f;
-    const float r = 1.0f / scale;
-    unsigned short pairs[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      pairs[j] = __nv_cvt_float2_to_fp8x2(make_float2(y[2 * j] * r, y[2 * j + 1] * r), __NV_SATFINITE, __NV_E4M3);
-    *reinterpret_cast<uint2*>(q + m * kCols + v * 8) =
-        make_uint2(pairs[0] | (unsigned{pairs[1]} << 16), pairs[2] | (unsigned{pairs[3]} << 16));
+    uint2 packed;
+    const float scale = naiveQuantize8(y, amax, packed);
+    *reinterpret_cast<uint2*>(q + m * kCols + v * 8) = packed;
     const index_t g = v / 16;
     if (t % 16 == 0) s[kColMajor ? g * rows + m : m * kGroups + g] = scale;
   }
@@ -823,7 +827,7 @@ void BM_TuneGroupTile(benchmark::State& state) {
 
 void registerTuning() {
   auto reg = [&](const char* name, auto fn) {
-    for (index_t M : {1, 8, 64, 512, 1024, 2048, 4096, 8192, 16384, 65536})
+    for (index_t M : {1, 8, 64, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536})
       benchmark::RegisterBenchmark(name, fn)->Arg(M)->UseManualTime()->Iterations(3);
   };
   // RMSNorm: threads x vectors, then block_per_row or rows/(min blocks per SM)/(waves)
