@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "producer_harness.cuh"
@@ -192,9 +193,16 @@ TEST_F(ProgrammaticLaunchDevice, SiluClampQuantReadsThePreviousKernelsOutput) {
 }
 
 TEST_F(ProgrammaticLaunchDevice, RmsNormQuantReadsThePreviousKernelsOutput) {
-  // Block per row, and (past kRowsMinRows) the large-M kernel.
-  for (index_t M : {index_t{1}, index_t{17}, index_t{1000}, RmsNormPolicy<BFloat16>::kRowsMinRows + 3}) {
-    SCOPED_TRACE(::testing::Message() << "M=" << M);
+  // Block per row, past kRowsMinRows the large-M kernel, and there also the
+  // row-looping kernel launched directly (AMD's large-M kernel; on CUDA the
+  // launcher takes the staged block per row).
+  using Policy = RmsNormPolicy<BFloat16>;
+  const std::pair<index_t, bool> cases[] = {  // (M, row loop launched directly)
+      {1, false}, {17, false}, {1000, false}, {Policy::kRowsMinRows + 3, false}, {Policy::kRowsMinRows + 3, true}};
+  for (const auto& c : cases) {
+    const index_t M = c.first;
+    const bool rowLoop = c.second;
+    SCOPED_TRACE(::testing::Message() << "M=" << M << (rowLoop ? " row loop" : ""));
     const index_t K = 7168;
     const auto stagingX = makeStaging(M, K, 13u + static_cast<unsigned>(M));
     const auto stagingR = makeStaging(M, K, 17u + static_cast<unsigned>(M));
@@ -210,6 +218,10 @@ TEST_F(ProgrammaticLaunchDevice, RmsNormQuantReadsThePreviousKernelsOutput) {
     auto call = [&](int, const QuantOptions& opt, Fp8Matrix<E4M3FN> q, ScaleView<float, ColMajor> scale,
                     cudaStream_t s) {
       const auto in = RmsNormQuantInput<BFloat16>::matrix(x.get(), M, K, K, dw.get()).withResidual(residual.get(), K);
+      if (rowLoop)
+        return detail::launchRmsNormQuantRows<E4M3FN, Policy::kRowsThreads, Policy::kRowsVecs,
+                                              Policy::kRowsMinBlocksPerSm>(in, q, scale, opt, E4M3FN::kMax, s,
+                                                                           Policy::kRowsResidentWaves);
       return rmsNormQuant<E4M3FN>(in, q, scale, opt, s).status();
     };
     expectSameBits(runRounds(true, M, K, stage, call, residual.get()),

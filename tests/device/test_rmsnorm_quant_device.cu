@@ -358,7 +358,7 @@ TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedVa
 // row at M = 2 and 6, the large-M kernel at kRowsMinRows + 2, long rows at
 // K = 16384), with
 // column-major ld = align(M, 4) at M % 4 == 2 (two padding slots a column,
-// written by the padding block or the row loop's last row): the contract
+// written by the padding block, or on AMD by the row loop's last row): the contract
 // (checkTransposeContract), and each group's fp8 and scale equal to the host
 // quantization of the device's own normalized fp32 values (In = float, so
 // normOut holds exactly the values the kernel quantized).
@@ -412,7 +412,9 @@ TEST_F(FusedQuantDeviceShapes, SmallerGroupsAndPaddedViewsOnEveryKernelShape) {
 }
 
 // 64-bit indexing for the fused producers: the last row of a > 2^31-element
-// tensor equals the same row alone.
+// tensor equals the same row alone; for RMSNorm also with the row-looping
+// kernel launched directly (AMD's large-M kernel; on CUDA the launcher runs
+// the staged block per row there).
 TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
   const index_t K = 7168, M = (index_t{1} << 31) / K + 2;
   DeviceBuffer<BFloat16> dx(M * K), dw(K);
@@ -425,9 +427,17 @@ TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
   std::vector<BFloat16> w(K, fromF<BFloat16>(1.25f));
   dw.upload(w);
   QuantOptions opt;
-  auto lastRowOf = [&](index_t rows, const BFloat16* x, std::uint8_t* q, float* s, bool rms) {
+  enum class Kind { kRmsNorm, kRmsNormRowLoop, kSilu };
+  auto lastRowOf = [&](index_t rows, const BFloat16* x, std::uint8_t* q, float* s, Kind kind) {
     Status st;
-    if (rms) {
+    if (kind == Kind::kRmsNormRowLoop) {
+      using Policy = RmsNormPolicy<BFloat16>;
+      const auto in = RmsNormQuantInput<BFloat16>::matrix(x, rows, K, K, dw.get());
+      st = detail::launchRmsNormQuantRows<E4M3FN, Policy::kRowsThreads, Policy::kRowsVecs,
+                                          Policy::kRowsMinBlocksPerSm>(
+          in, Fp8Matrix<E4M3FN>{q, rows, K, K}, colMajorView(s, rows, 56).value(), opt, E4M3FN::kMax, nullptr,
+          Policy::kRowsResidentWaves);
+    } else if (kind == Kind::kRmsNorm) {
       const auto in = RmsNormQuantInput<BFloat16>::matrix(x, rows, K, K, dw.get());
       st = rmsNormQuant<E4M3FN>(in, Fp8Matrix<E4M3FN>{q, rows, K, K}, colMajorView(s, rows, 56).value(), opt, nullptr)
                .status();
@@ -441,10 +451,13 @@ TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
     EXPECT_TRUE(st.isOk()) << st.message();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   };
-  for (bool rms : {true, false}) {
-    SCOPED_TRACE(rms ? "rmsNormQuant" : "siluClampQuant");
+  for (Kind kind : {Kind::kRmsNorm, Kind::kRmsNormRowLoop, Kind::kSilu}) {
+    const bool rms = kind != Kind::kSilu;
+    SCOPED_TRACE(kind == Kind::kRmsNorm ? "rmsNormQuant" : kind == Kind::kSilu ? "siluClampQuant" : "row loop");
     const index_t G = rms ? 56 : 28, outCols = rms ? K : K / 2;
-    lastRowOf(M, dx.get(), dq.get(), ds.get(), rms);
+    dq.poison(0xA5);  // no output of the previous pass left to compare
+    ds.poison(0xFF);
+    lastRowOf(M, dx.get(), dq.get(), ds.get(), kind);
     std::vector<std::uint8_t> lastRow(outCols);
     FP8SCALE_CUDA_CHECK(cudaMemcpy(lastRow.data(), dq.get() + (M - 1) * K, outCols, cudaMemcpyDeviceToHost));
     std::vector<float> lastScales(G);
@@ -452,7 +465,7 @@ TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
       FP8SCALE_CUDA_CHECK(cudaMemcpy(&lastScales[g], ds.get() + g * M + (M - 1), 4, cudaMemcpyDeviceToHost));
     DeviceBuffer<std::uint8_t> q1(K);
     DeviceBuffer<float> s1(56);
-    lastRowOf(1, dx.get() + (M - 1) * K, q1.get(), s1.get(), rms);
+    lastRowOf(1, dx.get() + (M - 1) * K, q1.get(), s1.get(), rms ? Kind::kRmsNorm : Kind::kSilu);  // the row alone
     auto alone = q1.download();
     alone.resize(outCols);
     EXPECT_TRUE(lastRow == alone);
@@ -462,19 +475,114 @@ TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
   }
 }
 
-// The row-looping kernel (rmsNormQuantRowsKernel in RmsNormPolicy's rows
-// shape) launched directly: on CUDA the launcher takes the staged block per
-// row from kRowsMinRows on, so this holds the row loop to the launcher's bits
-// (the same sums in the same order: rowSum) at full K = 7168 (every one of a
-// thread's 4 vectors) with a residual and normOut, each block looping over
-// several rows (M past one wave of blocks), in both layouts; column-major
-// with ld = align(M, 4), whose padding the row loop's last row writes and the
-// staged launch's padding block. Three option sets: groups of 128 / fp32
-// scales; groups of 64 / UE8M0 with programmatic dependent launch; groups
-// of 32 / fp32 with evict_last scale stores. Outputs are filled with
-// garbage first.
-TEST_F(FusedQuantDeviceShapes, RowLoopKernelGivesTheLaunchersBits) {
-  using Policy = RmsNormPolicy<BFloat16>;
+// ---- the row-looping kernel against the launcher ---------------------------------
+//
+// On CUDA the launcher takes the staged block per row from kRowsMinRows on,
+// so rmsNormQuantRowsKernel (RmsNormPolicy's rows shape, AMD's large-M
+// kernel) runs here only when launched directly. These tests hold it to the
+// launcher's bits: the same sums in the same order (rowSum), so fp8, scales,
+// the in-place residual and normOut must match byte for byte, NaN payloads
+// included. M is past one wave of blocks, so that each block loops over
+// several rows; column-major views have ld = align(M, 4), whose padding the
+// row loop's last row writes and the launcher's padding block. Outputs are
+// filled with garbage first.
+
+/// One RMSNorm call on x[M, K] (and residual r0 when withResidual), by
+/// launchRmsNormQuantRows and by rmsNormQuant, compared byte for byte.
+template <class In, class Format>
+void expectRowLoopGivesLaunchersBits(index_t M, index_t K, const std::vector<In>& x, const std::vector<In>& r0,
+                                     bool withResidual, bool withNormOut, float normEps, bool colMajor,
+                                     const QuantOptions& opt) {
+  using Policy = RmsNormPolicy<In>;
+  const index_t G = K / opt.groupSize;
+  std::vector<In> w(K);
+  for (index_t k = 0; k < K; ++k) w[k] = fromF<In>(0.5f + static_cast<float>(k % 11) * 0.1f);
+  const index_t ld = colMajor ? alignUp(M, index_t{4}) : G;
+  DeviceBuffer<In> dx(M * K), dw(K), dr(M * K), dy(M * K);
+  DeviceBuffer<std::uint8_t> dq(M * K);
+  DeviceBuffer<float> ds(colMajor ? G * ld : M * G);
+  dx.upload(x);
+  dw.upload(w);
+  struct Out {
+    std::vector<std::uint8_t> q;
+    std::vector<float> s;
+    std::vector<In> r, y;
+  };
+  auto run = [&](bool rowLoop) {
+    dr.upload(r0);
+    dq.poison(0xA5);
+    ds.poison(0xFF);  // NaN in every slot, padding included
+    dy.poison(0x7F);
+    auto in = RmsNormQuantInput<In>::matrix(dx.get(), M, K, K, dw.get())
+                  .withResidual(withResidual ? dr.get() : nullptr, K)
+                  .withNormOut(withNormOut ? dy.get() : nullptr, K);
+    in.normEps = normEps;
+    const Fp8Matrix<Format> q{dq.get(), M, K, K};
+    Status st;
+    auto launch = [&](auto view) {
+      if (rowLoop)
+        st = detail::launchRmsNormQuantRows<Format, Policy::kRowsThreads, Policy::kRowsVecs,
+                                            Policy::kRowsMinBlocksPerSm>(in, q, view, opt, Format::kMax, nullptr,
+                                                                         Policy::kRowsResidentWaves);
+      else
+        st = rmsNormQuant<Format>(in, q, view, opt, nullptr).status();
+    };
+    if (colMajor)
+      launch(colMajorView(ds.get(), M, G, ld).value());
+    else
+      launch(rowMajorView(ds.get(), M, G).value());
+    EXPECT_TRUE(st.isOk()) << st.message();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    return Out{dq.download(), ds.download(), dr.download(), dy.download()};
+  };
+  const Out loop = run(true), launcher = run(false);
+  EXPECT_TRUE(loop.q == launcher.q) << "fp8 data";
+  ASSERT_EQ(loop.s.size(), launcher.s.size());
+  EXPECT_EQ(std::memcmp(loop.s.data(), launcher.s.data(), loop.s.size() * sizeof(float)), 0) << "scales";
+  EXPECT_EQ(std::memcmp(loop.r.data(), launcher.r.data(), loop.r.size() * sizeof(In)), 0) << "residual";
+  EXPECT_EQ(std::memcmp(loop.y.data(), launcher.y.data(), loop.y.size() * sizeof(In)), 0) << "normOut";
+  if (colMajor)
+    for (index_t g = 0; g < G; ++g)
+      for (index_t p = M; p < ld; ++p) EXPECT_EQ(loop.s[g * ld + p], 0.0f) << "padding g=" << g << " slot " << p;
+  const float s5 = colMajor ? loop.s[5] : loop.s[5 * G];  // scale (5, 0): row 5 is random and finite
+  EXPECT_TRUE(s5 > 0.0f && std::isfinite(s5)) << "scale (5, 0) = " << s5;
+  if (withResidual)
+    EXPECT_NE(std::memcmp(loop.r.data(), r0.data(), r0.size() * sizeof(In)), 0) << "the residual was not updated";
+}
+
+// Every input type, format and scale rule; K = 128 (whole warps of the
+// 256-thread block hold no vector: the row sum with idle warps; no normOut,
+// normEps = 0, so a zero row's rsqrt is +inf), 512 (no residual) and the
+// longest row the shape holds (every vector of every thread: 8192 bf16 /
+// fp16, 4096 fp32), on activation-like rows with zero rows and groups, NaN
+// and +-inf planted (makeActivations).
+TYPED_TEST(RmsNormQuantDevice, RowLoopKernelGivesTheLaunchersBits) {
+  using C = TypeParam;
+  using In = typename C::In;
+  using Policy = RmsNormPolicy<In>;
+  const index_t M = Policy::kRowsMinRows + 3;
+  const index_t fullRow = static_cast<index_t>(Policy::kRowsThreads) * Policy::kRowsVecs * detail::kVecElems<In>;
+  QuantOptions opt;
+  opt.rule = C::kRule;
+  for (index_t K : {index_t{128}, index_t{512}, fullRow}) {
+    const auto x = makeActivations<In>(M, K, K, static_cast<unsigned>(M + K), 8.0f);
+    const auto r0 = makeActivations<In>(M, K, K, static_cast<unsigned>(M + K + 1), 4.0f);
+    const bool withResidual = K != 512, withNormOut = K != 128;
+    const float normEps = K == 128 ? 0.0f : 1e-6f;
+    for (bool colMajor : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "K=" << K << (colMajor ? " col-major" : " row-major"));
+      expectRowLoopGivesLaunchersBits<In, typename C::Format>(M, K, x, r0, withResidual, withNormOut, normEps,
+                                                               colMajor, opt);
+    }
+  }
+}
+
+// bf16 / e4m3fn at K = 7168 with a residual and normOut, M = 1027 and 4099,
+// under three option sets: groups of 128 / fp32 scales; groups of 64 / UE8M0
+// with programmatic dependent launch; groups of 32 / fp32 with evict_last
+// scale stores. (PDL behind a kernel that writes the input:
+// test_pdl_device.cu.)
+TEST_F(FusedQuantDeviceShapes, RowLoopKernelGivesTheLaunchersBitsUnderEveryOption) {
   const index_t K = 7168;
   struct Variant {
     int groupSize;
@@ -485,71 +593,24 @@ TEST_F(FusedQuantDeviceShapes, RowLoopKernelGivesTheLaunchersBits) {
   const Variant variants[] = {{128, ScaleRule::kFp32, false, ScaleStorePolicy::kEvictNormal},
                               {64, ScaleRule::kUE8M0, true, ScaleStorePolicy::kEvictNormal},
                               {32, ScaleRule::kFp32, false, ScaleStorePolicy::kEvictLast}};
-  for (index_t M : {Policy::kRowsMinRows + 3, index_t{4099}})
+  for (index_t M : {RmsNormPolicy<BFloat16>::kRowsMinRows + 3, index_t{4099}}) {
+    const auto x = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M + 5), 8.0f);
+    const auto r0 = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M + 6), 4.0f);
     for (bool colMajor : {false, true})
       for (const Variant& variant : variants) {
-        const index_t G = K / variant.groupSize;
         SCOPED_TRACE(::testing::Message()
                      << "M=" << M << (colMajor ? " col-major" : " row-major") << " group=" << variant.groupSize
                      << (variant.rule == ScaleRule::kUE8M0 ? " ue8m0" : " fp32") << (variant.pdl ? " pdl" : "")
                      << (variant.store == ScaleStorePolicy::kEvictLast ? " evict_last" : ""));
-        const auto x = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M + 5), 8.0f);
-        const auto r0 = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M + 6), 4.0f);
-        std::vector<BFloat16> w(K);
-        for (index_t k = 0; k < K; ++k) w[k] = fromF<BFloat16>(0.5f + static_cast<float>(k % 11) * 0.1f);
-        const index_t ld = colMajor ? alignUp(M, index_t{4}) : G;
-        DeviceBuffer<BFloat16> dx(M * K), dw(K), dr(M * K), dy(M * K);
-        DeviceBuffer<std::uint8_t> dq(M * K);
-        DeviceBuffer<float> ds(colMajor ? G * ld : M * G);
-        dx.upload(x);
-        dw.upload(w);
-        struct Out {
-          std::vector<std::uint8_t> q;
-          std::vector<float> s;
-          std::vector<BFloat16> r, y;
-        };
-        auto run = [&](bool rowLoop) {
-          dr.upload(r0);
-          dq.poison(0xA5);
-          ds.poison(0xFF);  // NaN in every slot, padding included
-          dy.poison(0x7F);
-          const auto in = RmsNormQuantInput<BFloat16>::matrix(dx.get(), M, K, K, dw.get())
-                              .withResidual(dr.get(), K)
-                              .withNormOut(dy.get(), K);
-          const Fp8Matrix<E4M3FN> q{dq.get(), M, K, K};
-          QuantOptions opt;
-          opt.groupSize = variant.groupSize;
-          opt.rule = variant.rule;
-          opt.programmaticLaunch = variant.pdl;
-          opt.scaleStore = variant.store;
-          Status st;
-          auto launch = [&](auto view) {
-            if (rowLoop)
-              st = detail::launchRmsNormQuantRows<E4M3FN, Policy::kRowsThreads, Policy::kRowsVecs,
-                                                  Policy::kRowsMinBlocksPerSm>(in, q, view, opt, E4M3FN::kMax, nullptr,
-                                                                               Policy::kRowsResidentWaves);
-            else
-              st = rmsNormQuant<E4M3FN>(in, q, view, opt, nullptr).status();
-          };
-          if (colMajor)
-            launch(colMajorView(ds.get(), M, G, ld).value());
-          else
-            launch(rowMajorView(ds.get(), M, G).value());
-          EXPECT_TRUE(st.isOk()) << st.message();
-          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          return Out{dq.download(), ds.download(), dr.download(), dy.download()};
-        };
-        const Out loop = run(true), launcher = run(false);
-        EXPECT_TRUE(loop.q == launcher.q) << "fp8 data";
-        ASSERT_EQ(loop.s.size(), launcher.s.size());
-        EXPECT_EQ(std::memcmp(loop.s.data(), launcher.s.data(), loop.s.size() * sizeof(float)), 0) << "scales";
-        EXPECT_EQ(std::memcmp(loop.r.data(), launcher.r.data(), loop.r.size() * sizeof(BFloat16)), 0) << "residual";
-        EXPECT_EQ(std::memcmp(loop.y.data(), launcher.y.data(), loop.y.size() * sizeof(BFloat16)), 0) << "normOut";
-        if (colMajor)
-          for (index_t g = 0; g < G; ++g)
-            for (index_t p = M; p < ld; ++p) EXPECT_EQ(loop.s[g * ld + p], 0.0f) << "padding g=" << g << " slot " << p;
-        EXPECT_GT(loop.s[0], 0.0f);  // real scales were written
+        QuantOptions opt;
+        opt.groupSize = variant.groupSize;
+        opt.rule = variant.rule;
+        opt.programmaticLaunch = variant.pdl;
+        opt.scaleStore = variant.store;
+        expectRowLoopGivesLaunchersBits<BFloat16, E4M3FN>(M, K, x, r0, /*withResidual=*/true, /*withNormOut=*/true,
+                                                          1e-6f, colMajor, opt);
       }
+  }
 }
 
 }  // namespace
