@@ -733,6 +733,7 @@ void BM_EmitThenMaterialize(benchmark::State& state) {
 /// (rmsNormQuantStagedKernel, min blocks kMinBlocks).
 template <int kThreads, int kVecs, int kMinBlocks, int kWaves, class Layout = RowMajor>
 void BM_TuneRmsNormBlock(benchmark::State& state) {
+  static_assert(kWaves >= -1 && (kWaves != -1 || kMinBlocks > 0), "staged entries need their min blocks");
   const index_t M = state.range(0), K = kHidden, G = K / 128;
   QuantOptions opt;
   const RmsNormQuantInput<BFloat16> in = rmsInput(M);

@@ -16,7 +16,7 @@ where it has move_bytes/... entries (the producer's bytes moved by a kernel
 without the arithmetic), that kernel's bandwidth vs the copy: the ceiling of
 the producer's read:write mix in the same run; for RMSNorm quant also
 move_bytes/rmsnorm_quant/in_place/rows_b2/... (its residual written in place,
-in its row loop's order and occupancy). Where the run has odd_m/... entries
+in the order and occupancy of its row-looping kernel, AMD's large-M kernel). Where the run has odd_m/... entries
 (M % 4 == 3), a last table of their column-major times, ld = M and
 ld = align(M, 4), against row-major. Where it has naive/... entries (a
 plain kernel of each producer), a calibration table at M >= 2048: their
@@ -76,7 +76,7 @@ def main() -> None:
         head += " col-major, ld = align(M, 4): us (vs row) |" if padded else ""
         move = any(n.startswith(f"move_bytes/{key}/") for n in rows)
         head += " same bytes, no arithmetic: BW vs copy |" if move else ""
-        # RMSNorm: the same bytes with the residual in place, in its row loop's order
+        # RMSNorm: the same bytes with the residual in place, in the row-looping kernel's order
         own = any(n.startswith(f"move_bytes/{key}/in_place/rows_b2/") for n in rows)
         head += " same, in place, in the row loop's order |" if own else ""
         head += " row-major + materialize us | saved by transposed emit us |" if extra else ""

@@ -86,10 +86,11 @@ struct RmsNormQuantInput {
 ///     / 4096 / 8192 / 16384: 0.98 / 0.82 / 0.89 / 0.92 / 0.93x against 0.85
 ///     / 0.80 / 0.85 / 0.88 / 0.90x for the row loop below
 ///     (benchmarks/results/h200_round7.txt, part 2); at M = 32768 / 65536
-///     1.7 / 3.3% less time row-major and 2.5 / 5.8% less column-major
+///     1.7 / 3.2% less time row-major and 2.5 / 5.8% less column-major
 ///     (h200_round8.txt, part 1).
 ///   - M >= kRowsMinRows on AMD: rmsNormQuantRowsKernel, 256 threads of 4 vectors
-///     (on CUDA at most 128 registers: two blocks per SM), one wave of
+///     (numbers measured on the H200; on CUDA at most 128 registers: two
+///     blocks per SM), one wave of
 ///     blocks looping over the rows with the next row's loads in flight:
 ///     0.88 / 0.92x the copy bandwidth at M = 8192 / 65536, against 0.74 /
 ///     0.76x for a block per row (512 x 2 looping: 0.84 / 0.86x; 1024 x 1
@@ -299,13 +300,13 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
 
 /// Block m of a block-per-row launch (launchRmsNormQuantWith): with
 /// kScalePadding (the view has padding slots) block M, after the rows, is
-/// the padding block; it writes every column's padding slots
-/// (zeroScalePadding, a thread per column) and this returns true, so that
-/// the block does nothing else. False for the rows, and always without
-/// kScalePadding (no code).
+/// the padding block; there this writes every column's padding slots
+/// (zeroScalePadding, a thread per column) and returns true, so that the
+/// block does nothing else. Returns false (writing nothing) for the rows,
+/// and always without kScalePadding (no code).
 template <bool kScalePadding, class Layout>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE bool isPaddingBlock(const ScaleView<float, Layout>& scale, index_t m,
-                                                         index_t rows) {
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE bool writePaddingIfPaddingBlock(const ScaleView<float, Layout>& scale,
+                                                                     index_t m, index_t rows) {
   if constexpr (kScalePadding) {
     if (m != rows) return false;
     for (index_t g = threadIdx.x; g < scale.cols(); g += blockDim.x) zeroScalePadding(scale, g, 0, 1);
@@ -331,7 +332,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
   const index_t m = blockIdx.x;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
-  if (isPaddingBlock<kScalePadding>(scale, m, in.rows)) return;
+  if (writePaddingIfPaddingBlock<kScalePadding>(scale, m, in.rows)) return;
   const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
   int parity = 0;
   rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding: the padding block's*/ false,
@@ -347,7 +348,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
 /// H200 (bf16, K = 7168) it moved 0.92 / 0.93x the copy at M = 8192 / 16384
 /// against 0.88 / 0.90x for rmsNormQuantRowsKernel, 0.98x against 0.85x at
 /// M = 1024 (benchmarks/results/h200_round7.txt, part 2), and took 1.7 /
-/// 3.3% less time row-major, 2.5 / 5.8% less column-major at M = 32768 /
+/// 3.2% less time row-major, 2.5 / 5.8% less column-major at M = 32768 /
 /// 65536 (h200_round8.txt, part 1). Recomputing h from x and the residual read
 /// again (from L1 / L2) instead measured 0.80-0.87x at M >= 8192; shapes
 /// that needed more registers than their min blocks allow spilled and ran
@@ -367,7 +368,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
   const int t = static_cast<int>(threadIdx.x);
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
-  if (isPaddingBlock<kScalePadding>(scale, m, in.rows)) return;
+  if (writePaddingIfPaddingBlock<kScalePadding>(scale, m, in.rows)) return;
   // The slice's raw loads first, so that all are in flight: the gather's
   // in-place residual stores would otherwise order them.
   Bytes16 xRaw[kMaxVecs], rRaw[kMaxVecs];
@@ -401,6 +402,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
 template <class Format, int kThreads, int kMaxVecs, int kStagedMinBlocks = 0, class In, class Layout>
 Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                               const QuantOptions& opt, float fmax, Stream stream) {
+  static_assert(kStagedMinBlocks >= 0, "kStagedMinBlocks: 0 for the block-per-row kernel, else the staged kernel's");
   constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     return dispatchScalePadding(scale, [&](auto padding) {
