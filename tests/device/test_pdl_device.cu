@@ -219,9 +219,7 @@ TEST_F(ProgrammaticLaunchDevice, RmsNormQuantReadsThePreviousKernelsOutput) {
                     cudaStream_t s) {
       const auto in = RmsNormQuantInput<BFloat16>::matrix(x.get(), M, K, K, dw.get()).withResidual(residual.get(), K);
       if (rowLoop)
-        return detail::launchRmsNormQuantRows<E4M3FN, Policy::kRowsThreads, Policy::kRowsVecs,
-                                              Policy::kRowsMinBlocksPerSm>(in, q, scale, opt, E4M3FN::kMax, s,
-                                                                           Policy::kRowsResidentWaves);
+        return detail::launchRmsNormQuantRowLoop<E4M3FN>(in, q, scale, opt, E4M3FN::kMax, s);
       return rmsNormQuant<E4M3FN>(in, q, scale, opt, s).status();
     };
     expectSameBits(runRounds(true, M, K, stage, call, residual.get()),

@@ -431,12 +431,9 @@ TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
   auto lastRowOf = [&](index_t rows, const BFloat16* x, std::uint8_t* q, float* s, Kind kind) {
     Status st;
     if (kind == Kind::kRmsNormRowLoop) {
-      using Policy = RmsNormPolicy<BFloat16>;
       const auto in = RmsNormQuantInput<BFloat16>::matrix(x, rows, K, K, dw.get());
-      st = detail::launchRmsNormQuantRows<E4M3FN, Policy::kRowsThreads, Policy::kRowsVecs,
-                                          Policy::kRowsMinBlocksPerSm>(
-          in, Fp8Matrix<E4M3FN>{q, rows, K, K}, colMajorView(s, rows, 56).value(), opt, E4M3FN::kMax, nullptr,
-          Policy::kRowsResidentWaves);
+      st = detail::launchRmsNormQuantRowLoop<E4M3FN>(in, Fp8Matrix<E4M3FN>{q, rows, K, K},
+                                                     colMajorView(s, rows, 56).value(), opt, E4M3FN::kMax, nullptr);
     } else if (kind == Kind::kRmsNorm) {
       const auto in = RmsNormQuantInput<BFloat16>::matrix(x, rows, K, K, dw.get());
       st = rmsNormQuant<E4M3FN>(in, Fp8Matrix<E4M3FN>{q, rows, K, K}, colMajorView(s, rows, 56).value(), opt, nullptr)
@@ -488,12 +485,11 @@ TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
 // filled with garbage first.
 
 /// One RMSNorm call on x[M, K] (and residual r0 when withResidual), by
-/// launchRmsNormQuantRows and by rmsNormQuant, compared byte for byte.
+/// launchRmsNormQuantRowLoop and by rmsNormQuant, compared byte for byte.
 template <class In, class Format>
 void expectRowLoopGivesLaunchersBits(index_t M, index_t K, const std::vector<In>& x, const std::vector<In>& r0,
                                      bool withResidual, bool withNormOut, float normEps, bool colMajor,
                                      const QuantOptions& opt) {
-  using Policy = RmsNormPolicy<In>;
   const index_t G = K / opt.groupSize;
   std::vector<In> w(K);
   for (index_t k = 0; k < K; ++k) w[k] = fromF<In>(0.5f + static_cast<float>(k % 11) * 0.1f);
@@ -521,9 +517,7 @@ void expectRowLoopGivesLaunchersBits(index_t M, index_t K, const std::vector<In>
     Status st;
     auto launch = [&](auto view) {
       if (rowLoop)
-        st = detail::launchRmsNormQuantRows<Format, Policy::kRowsThreads, Policy::kRowsVecs,
-                                            Policy::kRowsMinBlocksPerSm>(in, q, view, opt, Format::kMax, nullptr,
-                                                                         Policy::kRowsResidentWaves);
+        st = detail::launchRmsNormQuantRowLoop<Format>(in, q, view, opt, Format::kMax, nullptr);
       else
         st = rmsNormQuant<Format>(in, q, view, opt, nullptr).status();
     };

@@ -501,6 +501,17 @@ Status launchRmsNormQuantRows(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
   });
 }
 
+/// rmsNormQuantRowsKernel in RmsNormPolicy<In>'s rows shape: rmsNormQuant's
+/// large-M kernel on AMD; on CUDA, where the staged block per row takes
+/// that range, the tests launch it directly to hold it to the launcher.
+template <class Format, class In, class Layout>
+Status launchRmsNormQuantRowLoop(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+                                 const QuantOptions& opt, float fmax, Stream stream) {
+  using Policy = RmsNormPolicy<In>;
+  return launchRmsNormQuantRows<Format, Policy::kRowsThreads, Policy::kRowsVecs, Policy::kRowsMinBlocksPerSm>(
+      in, q, scale, opt, fmax, stream, Policy::kRowsResidentWaves);
+}
+
 #endif  // FP8SCALE_HAS_DEVICE
 
 template <class Format, class In, class Layout>
@@ -563,9 +574,7 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
       launched = detail::launchRmsNormQuantWith<Format, Policy::kStagedThreads, Policy::kStagedVecs,
                                                 Policy::kStagedMinBlocksPerSm>(in, q, scale, opt, fmax, stream);
     else
-      launched = detail::launchRmsNormQuantRows<Format, Policy::kRowsThreads, Policy::kRowsVecs,
-                                                Policy::kRowsMinBlocksPerSm>(in, q, scale, opt, fmax, stream,
-                                                                            Policy::kRowsResidentWaves);
+      launched = detail::launchRmsNormQuantRowLoop<Format>(in, q, scale, opt, fmax, stream);
   } else
     launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(in, q, scale, opt, fmax,
                                                                                               stream);
