@@ -663,6 +663,30 @@ void BM_RmsNormQuant(benchmark::State& state) {
       static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
 }
 
+/// RMSNorm quant (+ residual) at other hidden sizes: rows of K = state.range(1)
+/// columns (row stride K). kThreads = 0: the launcher (rmsNormQuant);
+/// otherwise a block-per-row launch of kThreads x kVecs (kMinBlocks > 0: the
+/// staged kernel with that many min blocks).
+template <class Layout, int kThreads = 0, int kVecs = 1, int kMinBlocks = 0>
+void BM_RmsNormHidden(benchmark::State& state) {
+  const index_t M = state.range(0), K = state.range(1), G = K / 128;
+  const QuantOptions opt;
+  const RmsNormQuantInput<BFloat16> in =
+      RmsNormQuantInput<BFloat16>::matrix(gBuf.x, M, K, K, gBuf.w).withResidual(gBuf.r, K);
+  const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
+  const auto sv = scaleView<Layout>(M, G);
+  timeProducer<false>(
+      state,
+      [&] {
+        if constexpr (kThreads == 0)
+          expectOk(rmsNormQuant<E4M3FN>(in, q, sv, opt, gStream).status());
+        else
+          expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax,
+                                                                                      gStream));
+      },
+      static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
+}
+
 template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal,
           int kLdAlign = 1>
 void BM_SiluClampQuant(benchmark::State& state) {
@@ -1020,6 +1044,25 @@ void registerAll(bool quick) {
     oddSilu("odd_m/silu_clamp_quant/col_major", BM_SiluClampQuant<ColMajor>);
     oddSilu("odd_m/silu_clamp_quant/col_major/ld_align4", BM_SiluClampQuant<ColMajor, false, kPlainStores, 4>);
   }
+  // RMSNorm at other hidden sizes, against fixed block shapes: 1024 x 1 (the
+  // block per row before blocks were sized to the row), 512 x 2 staged (the
+  // large-M kernel), and blocks of 256 / 512 / 640 threads built for them.
+  for (index_t K : {2048, 4096, 5120, 7168})
+    for (index_t M : {1, 64, 512, 2048, 8192, 65536}) {
+      if (quick && M != 8192) continue;
+      if (K == 7168 && M > 512) continue;  // the main entries
+      auto hid = [&](const char* name, auto fn) {
+        benchmark::RegisterBenchmark(name, fn)->Args({M, K})->UseManualTime()->Iterations(3);
+      };
+      hid("hidden/rmsnorm_quant/row_major", BM_RmsNormHidden<RowMajor>);
+      hid("hidden/rmsnorm_quant/col_major", BM_RmsNormHidden<ColMajor>);
+      if (quick) continue;
+      hid("hidden/rmsnorm_quant/row_major/1024x1", BM_RmsNormHidden<RowMajor, 1024, 1>);
+      if (M >= 2048) hid("hidden/rmsnorm_quant/row_major/512x2/staged/b3", BM_RmsNormHidden<RowMajor, 512, 2, 3>);
+      if (K == 2048) hid("hidden/rmsnorm_quant/row_major/256x1", BM_RmsNormHidden<RowMajor, 256, 1>);
+      if (K == 4096) hid("hidden/rmsnorm_quant/row_major/512x1", BM_RmsNormHidden<RowMajor, 512, 1>);
+      if (K == 5120) hid("hidden/rmsnorm_quant/row_major/640x1", BM_RmsNormHidden<RowMajor, 640, 1>);
+    }
   if (!quick) {
     registerScaleStore();
     registerTuning();

@@ -20,7 +20,8 @@ in the order and occupancy of its row-looping kernel, AMD's large-M kernel). Whe
 (M % 4 == 3), a last table of their column-major times, ld = M and
 ld = align(M, 4), against row-major. Where it has naive/... entries (a
 plain kernel of each producer), a calibration table at M >= 2048: their
-bandwidth vs the copies and the producers' speed over them.
+bandwidth vs the copies and the producers' speed over them. Where it has
+hidden/... entries, RMSNorm at other hidden sizes against the fixed shapes.
 """
 import json
 import re
@@ -108,6 +109,7 @@ def main() -> None:
         print()
     odd_table(rows)
     calibration_table(rows, sizes)
+    hidden_table(rows)
 
 
 def calibration_table(rows, sizes) -> None:
@@ -157,6 +159,34 @@ def odd_table(rows) -> None:
             continue
         cell = lambda e: f"{e['us_per_call']:.2f} ({e['us_per_call'] / r['us_per_call']:.3f})" if e else ""
         print(f"| {key} | {m} | {r['us_per_call']:.2f} | {cell(c)} | {cell(a)} |")
+    print()
+
+
+def hidden_table(rows) -> None:
+    """hidden/rmsnorm_quant/... entries (RMSNorm at K other than 7168): the
+    launcher in both layouts, against a 1024-thread block per row and the
+    512 x 2 staged kernel (the shapes such rows ran before blocks were sized
+    to the row), bandwidth vs the copy in parentheses."""
+    found = {}
+    for n, b in rows.items():
+        m = re.fullmatch(r"hidden/rmsnorm_quant/(row|col)_major(/[\w/]+)?/(\d+)/(\d+)", n)
+        if m:
+            found[(int(m.group(4)), int(m.group(3)), m.group(1), (m.group(2) or "")[1:])] = b
+    if not found:
+        return
+    print("**RMSNorm quant (+ residual) at other hidden sizes** (`hidden/...`)\n")
+    head = ("| K | M | row-major us (BW vs copy) | col-major us (col / row) | 1024 x 1 block per row us "
+            "(BW vs copy) | 512 x 2 staged us (BW vs copy) |")
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    cell = lambda e: f"{e['us_per_call']:.2f} ({e['vs_copy_bw']:.2f})" if e else ""
+    for k, m in sorted({(k, m) for k, m, _, _ in found}):
+        r, c = found.get((k, m, "row", "")), found.get((k, m, "col", ""))
+        if not r:
+            continue
+        col = f"{c['us_per_call']:.2f} ({c['us_per_call'] / r['us_per_call']:.3f})" if c else ""
+        print(f"| {k} | {m} | {cell(r)} | {col} | {cell(found.get((k, m, 'row', '1024x1')))} | "
+              f"{cell(found.get((k, m, 'row', '512x2/staged/b3')))} |")
     print()
 
 
