@@ -122,8 +122,10 @@ TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWith
   FusedTally tally;
   std::size_t normOutDiffs = 0, normOutTotal = 0, normOutFailures = 0;
   // The contract's rows, and one M past RmsNormPolicy::kRowsMinRows so that
-  // the large-M kernel (staged block per row on CUDA, the row loop on AMD)
-  // is held to the same contract.
+  // the large-M kernel (staged block per row on CUDA, the row loop on AMD:
+  // rows of more than kShortRowVecs vectors, K = 7168 in 16-bit types; the
+  // shorter rows keep their row-sized block per row) is held to the same
+  // contract.
   std::vector<index_t> rows = kContractRows;
   rows.push_back(RmsNormPolicy<In>::kRowsMinRows + 3);
   for (index_t M : rows)
@@ -472,24 +474,27 @@ TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
   }
 }
 
-// ---- the row-looping kernel against the launcher ---------------------------------
+// ---- other kernels and block shapes against the launcher --------------------
 //
-// On CUDA the launcher takes the staged block per row from kRowsMinRows on,
-// so rmsNormQuantRowsKernel (RmsNormPolicy's rows shape, AMD's large-M
-// kernel) runs here only when launched directly. These tests hold it to the
+// On CUDA the launcher takes the staged block per row from kRowsMinRows on
+// (rows of more than kShortRowVecs vectors), so rmsNormQuantRowsKernel
+// (RmsNormPolicy's rows shape, AMD's large-M kernel) runs here only when
+// launched directly; and the launcher sizes a block-per-row block to the
+// row. These tests hold other launches to the
 // launcher's bits: the same sums in the same order (rowSum), so fp8, scales,
 // the in-place residual and normOut must match byte for byte, NaN payloads
-// included. M is past one wave of blocks, so that each block loops over
-// several rows; column-major views have ld = align(M, 4), whose padding the
-// row loop's last row writes and the launcher's padding block. Outputs are
-// filled with garbage first.
+// included. For the row loop M is past one wave of blocks, so that each
+// block loops over several rows; column-major views have ld = align(M, 4),
+// whose padding the row loop's last row writes and the launcher's padding
+// block. Outputs are filled with garbage first.
 
 /// One RMSNorm call on x[M, K] (and residual r0 when withResidual), by
-/// launchRmsNormQuantRowLoop and by rmsNormQuant, compared byte for byte.
-template <class In, class Format>
-void expectRowLoopGivesLaunchersBits(index_t M, index_t K, const std::vector<In>& x, const std::vector<In>& r0,
-                                     bool withResidual, bool withNormOut, float normEps, bool colMajor,
-                                     const QuantOptions& opt) {
+/// `other(in, q, view)` (returns its Status; view is a RowMajor or ColMajor
+/// ScaleView<float>) and by rmsNormQuant, compared byte for byte.
+template <class In, class Format, class Other>
+void expectLaunchGivesLaunchersBits(index_t M, index_t K, const std::vector<In>& x, const std::vector<In>& r0,
+                                    bool withResidual, bool withNormOut, float normEps, bool colMajor,
+                                    const QuantOptions& opt, const Other& other) {
   const index_t G = K / opt.groupSize;
   std::vector<In> w(K);
   for (index_t k = 0; k < K; ++k) w[k] = fromF<In>(0.5f + static_cast<float>(k % 11) * 0.1f);
@@ -504,7 +509,7 @@ void expectRowLoopGivesLaunchersBits(index_t M, index_t K, const std::vector<In>
     std::vector<float> s;
     std::vector<In> r, y;
   };
-  auto run = [&](bool rowLoop) {
+  auto run = [&](bool byOther) {
     dr.upload(r0);
     dq.poison(0xA5);
     ds.poison(0xFF);  // NaN in every slot, padding included
@@ -516,8 +521,8 @@ void expectRowLoopGivesLaunchersBits(index_t M, index_t K, const std::vector<In>
     const Fp8Matrix<Format> q{dq.get(), M, K, K};
     Status st;
     auto launch = [&](auto view) {
-      if (rowLoop)
-        st = detail::launchRmsNormQuantRowLoop<Format>(in, q, view, opt, Format::kMax, nullptr);
+      if (byOther)
+        st = other(in, q, view);
       else
         st = rmsNormQuant<Format>(in, q, view, opt, nullptr).status();
     };
@@ -529,7 +534,7 @@ void expectRowLoopGivesLaunchersBits(index_t M, index_t K, const std::vector<In>
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     return Out{dq.download(), ds.download(), dr.download(), dy.download()};
   };
-  const Out loop = run(true), launcher = run(false);
+  const Out loop = run(true), launcher = run(false);  // loop: the other launch's
   EXPECT_TRUE(loop.q == launcher.q) << "fp8 data";
   ASSERT_EQ(loop.s.size(), launcher.s.size());
   EXPECT_EQ(std::memcmp(loop.s.data(), launcher.s.data(), loop.s.size() * sizeof(float)), 0) << "scales";
@@ -538,10 +543,23 @@ void expectRowLoopGivesLaunchersBits(index_t M, index_t K, const std::vector<In>
   if (colMajor)
     for (index_t g = 0; g < G; ++g)
       for (index_t p = M; p < ld; ++p) EXPECT_EQ(loop.s[g * ld + p], 0.0f) << "padding g=" << g << " slot " << p;
-  const float s5 = colMajor ? loop.s[5] : loop.s[5 * G];  // scale (5, 0): row 5 is random and finite
-  EXPECT_TRUE(s5 > 0.0f && std::isfinite(s5)) << "scale (5, 0) = " << s5;
+  if (M > 5) {
+    const float s5 = colMajor ? loop.s[5] : loop.s[5 * G];  // scale (5, 0): row 5 is random and finite
+    EXPECT_TRUE(s5 > 0.0f && std::isfinite(s5)) << "scale (5, 0) = " << s5;
+  }
   if (withResidual)
     EXPECT_NE(std::memcmp(loop.r.data(), r0.data(), r0.size() * sizeof(In)), 0) << "the residual was not updated";
+}
+
+/// expectLaunchGivesLaunchersBits for launchRmsNormQuantRowLoop.
+template <class In, class Format>
+void expectRowLoopGivesLaunchersBits(index_t M, index_t K, const std::vector<In>& x, const std::vector<In>& r0,
+                                     bool withResidual, bool withNormOut, float normEps, bool colMajor,
+                                     const QuantOptions& opt) {
+  expectLaunchGivesLaunchersBits<In, Format>(
+      M, K, x, r0, withResidual, withNormOut, normEps, colMajor, opt, [&](const auto& in, const auto& q, auto view) {
+        return detail::launchRmsNormQuantRowLoop<Format>(in, q, view, opt, Format::kMax, nullptr);
+      });
 }
 
 // Every input type, format and scale rule; K = 128 (whole warps of the
@@ -605,6 +623,80 @@ TEST_F(FusedQuantDeviceShapes, RowLoopKernelGivesTheLaunchersBitsUnderEveryOptio
                                                           1e-6f, colMajor, opt);
       }
   }
+}
+
+// The launcher runs a block per row of the warps that hold the row
+// (rowBlockThreads): 32-1024 threads, and for rows of up to kShortRowVecs
+// vectors at every M. Against the full 1024-thread block (and, at M =
+// kRowsMinRows + 3 for longer rows, the staged kernel against it), for every
+// input type, format and rule: rows of 256, 288, 512, 640 and 896 vectors for
+// bf16 / fp16 (K = 2048, 2304, 4096, 5120, 7168: 8, 9, 16, 20 and 28 warps) and
+// 256, 576, 640 and 1024 for fp32 (K = 1024, 2304, 2560, 4096), at M = 3 and
+// 1027, both layouts (ld = align(M, 4): padding), activation-like rows with
+// zero rows and groups, NaN and +-inf.
+TYPED_TEST(RmsNormQuantDevice, RowSizedBlockGivesTheFullBlocksBits) {
+  using C = TypeParam;
+  using In = typename C::In;
+  using Policy = RmsNormPolicy<In>;
+  using Format = typename C::Format;
+  QuantOptions opt;
+  opt.rule = C::kRule;
+  const std::vector<index_t> ks = sizeof(In) == 4 ? std::vector<index_t>{1024, 2304, 2560, 4096}
+                                                  : std::vector<index_t>{2048, 2304, 4096, 5120, 7168};
+  for (index_t M : {index_t{3}, Policy::kRowsMinRows + 3})
+    for (index_t K : ks) {
+      const auto x = makeActivations<In>(M, K, K, static_cast<unsigned>(M + K + 2), 8.0f);
+      const auto r0 = makeActivations<In>(M, K, K, static_cast<unsigned>(M + K + 3), 4.0f);
+      for (bool colMajor : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << (colMajor ? " col-major" : " row-major"));
+        expectLaunchGivesLaunchersBits<In, Format>(
+            M, K, x, r0, /*withResidual=*/true, /*withNormOut=*/true, 1e-6f, colMajor, opt,
+            [&](const auto& in, const auto& q, auto view) {
+              return detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(
+                  in, q, view, opt, Format::kMax, nullptr);
+            });
+      }
+    }
+}
+
+// The block size a launch takes must hold the row in whole warps, one vector
+// a thread, on the block-per-row kernel only; the launch refuses anything
+// else, naming `threads`, before it launches.
+TEST_F(FusedQuantDeviceShapes, BlockPerRowLaunchRefusesABlockThatDoesNotHoldTheRow) {
+  const index_t M = 4, K = 2048;  // 256 vectors of bf16
+  DeviceBuffer<BFloat16> dx(M * K), dw(K);
+  DeviceBuffer<std::uint8_t> dq(M * K);
+  DeviceBuffer<float> ds(M * (K / 128));
+  const auto in = RmsNormQuantInput<BFloat16>::matrix(dx.get(), M, K, K, dw.get());
+  const Fp8Matrix<E4M3FN> q{dq.get(), M, K, K};
+  const auto view = rowMajorView(ds.get(), M, K / 128).value();
+  const QuantOptions opt;
+  dx.poison(0);
+  dw.poison(0);
+  ds.poison(0xFF);
+  const auto expectRefused = [&](const Status& st, index_t threads) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidValue) << "threads=" << threads;
+    EXPECT_NE(st.message().find("threads"), std::string::npos) << st.message();
+  };
+  for (index_t threads : {index_t{128}, index_t{250}, index_t{0}, index_t{2048}})
+    expectRefused(detail::launchRmsNormQuantWith<E4M3FN, 1024, 1>(in, q, view, opt, E4M3FN::kMax, nullptr, threads),
+                  threads);
+  expectRefused(detail::launchRmsNormQuantWith<E4M3FN, 512, 2>(in, q, view, opt, E4M3FN::kMax, nullptr, 256), 256);
+  expectRefused(
+      detail::launchRmsNormQuantWith<E4M3FN, 512, 2, 3>(in, q, view, opt, E4M3FN::kMax, nullptr, 256), 256);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (float v : ds.download()) EXPECT_TRUE(std::isnan(v)) << "a refused launch wrote a scale";
+  // The sizes the launcher picks: whole warps around the row, at most the block.
+  EXPECT_EQ(detail::rowBlockThreads<1024>(256), 256);
+  EXPECT_EQ(detail::rowBlockThreads<1024>(288), 288);
+  EXPECT_EQ(detail::rowBlockThreads<1024>(16), 32);
+  EXPECT_EQ(detail::rowBlockThreads<1024>(897), 928);
+  EXPECT_EQ(detail::rowBlockThreads<1024>(1024), 1024);
+  const Status fits = detail::launchRmsNormQuantWith<E4M3FN, 1024, 1>(in, q, view, opt, E4M3FN::kMax, nullptr, 256);
+  EXPECT_TRUE(fits.isOk()) << fits.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const float zeroGroupScale = scaleFromAmax<ScaleFp32>(0.0f, E4M3FN::kMax, opt.eps);  // the rows are zero
+  for (float v : ds.download()) EXPECT_EQ(v, zeroGroupScale);
 }
 
 }  // namespace

@@ -82,7 +82,10 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float groupAllMax(float v) {
 /// runs ahead into the next row writes the other buffer, and reaches this
 /// row's buffer again only after the next row's barrier, which every thread
 /// passes after its reads here. Every thread of the block must call it.
-/// kThreads is a multiple of the warp size.
+/// kThreads is a multiple of the warp size. A block of fewer threads than
+/// kThreads (whole warps, kVecs = 1: a block sized to a shorter row) holds
+/// fewer runs; the slots of the warps it lacks are read as +0, what those
+/// warps would have summed.
 template <int kThreads, int kVecs>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs], int& parity) {
   static_assert(kThreads % kWarpSize == 0, "whole warps");
@@ -93,6 +96,9 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs],
   parity ^= 1;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int warps = static_cast<int>(blockDim.x) / kWarpSize;  // kWarps, or fewer (kVecs = 1)
+  // Run r, summed by warp r % kWarps of the block; +0 if the block lacks that warp.
+  const auto run = [&](int r) { return r % kWarps < warps ? runs[r] : 0.0f; };
 #if defined(FP8SCALE_PLATFORM_CUDA)
   using WarpReduce = cub::WarpReduce<float>;
   __shared__ typename WarpReduce::TempStorage storage[kWarps];
@@ -102,9 +108,9 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs],
     if (lane == 0) runs[i * kWarps + warp] = run;                   // run of vectors (i * kThreads + warp * 32, ...)
   }
   __syncthreads();
-  float mine = lane < kRuns ? runs[lane] : 0.0f;
+  float mine = lane < kRuns ? run(lane) : 0.0f;
 #pragma unroll
-  for (int r = lane + kWarpSize; r < kRuns; r += kWarpSize) mine += runs[r];
+  for (int r = lane + kWarpSize; r < kRuns; r += kWarpSize) mine += run(r);
   // storage[warp] again: CUB's shuffle reduction of full warps keeps nothing
   // in it (its TempStorage is empty), so no __syncwarp is needed between.
   const float laneZero = WarpReduce(storage[warp]).Sum(mine);  // valid in lane 0
@@ -119,9 +125,9 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs],
     if (lane == 0) runs[i * kWarps + warp] = run;
   }
   __syncthreads();
-  float mine = lane < kRuns ? runs[lane] : 0.0f;
+  float mine = lane < kRuns ? run(lane) : 0.0f;
 #pragma unroll
-  for (int r = lane + kWarpSize; r < kRuns; r += kWarpSize) mine += runs[r];
+  for (int r = lane + kWarpSize; r < kRuns; r += kWarpSize) mine += run(r);
   using AllReduce = rocprim::warp_reduce<float, kWarpSize, /*UseAllReduce=*/true>;
   __shared__ typename AllReduce::storage_type allStorage[kWarps];
   float total;

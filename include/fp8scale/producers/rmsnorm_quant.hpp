@@ -7,10 +7,12 @@
 //   y = h * rsqrt(mean(h^2) + normEps) * weight   (fp32, h not re-rounded)
 //   q, scale = group quant of y (fp32, never rounded to bf16 first);
 //   optionally normOut = round(y) (the "emit_bf16" output).
-// One block per row; from RmsNormPolicy::kRowsMinRows rows on, on CUDA, with
-// h parked in shared memory between the norm's reduction and the
-// quantization, and on AMD one wave of blocks looping over the rows with the
-// next row's loads in flight, h held in registers.
+// One block per row, of the warps that hold the row; from
+// RmsNormPolicy::kRowsMinRows rows on, for rows of more than
+// RmsNormPolicy::kShortRowVecs vectors, on CUDA with h parked in shared
+// memory between the norm's reduction and the quantization, and on AMD one
+// wave of blocks looping over the rows with the next row's loads in flight,
+// h held in registers.
 #pragma once
 
 #include <cmath>
@@ -72,9 +74,21 @@ struct RmsNormQuantInput {
 /// Tuning (H200, bf16, K = 7168, residual, tune/ entries of
 /// benchmarks/results/h200_bench_producers.json, medians of 3 interleaved
 /// runs). Rows of up to 1024 vectors (7168 and 8192 bf16 columns):
-///   - M < kRowsMinRows: one block per row, 1024 threads of one vector (31
-///     registers, two blocks per SM): the shortest chain of loads, reduction
-///     and stores. M <= 64: 2.6-3.0 us (256 x 4 looping: 3.6-3.7 us; a row
+///   - M < kRowsMinRows, and rows of at most kShortRowVecs vectors at every
+///     M: one block per row, one vector a thread, the whole warps that hold
+///     the row (rowBlockThreads: up to 1024 threads; 31 registers, 2048
+///     threads per SM). Against a 1024-thread block for every row
+///     (benchmarks/results/h200_round9.txt, part 3): K = 2048 (256 threads)
+///     2.04 / 2.16 us at M = 1 / 64 against 2.36 / 2.46, and 0.83-0.97x the
+///     copy at M >= 2048 where the staged kernel below gave 0.40-0.43x;
+///     K = 4096 (512) 2.18 / 2.34 us against 2.42 / 2.57, 0.85-0.94x against
+///     0.69-0.75x; K = 5120 (640) 2.28 / 2.44 us against 2.47 / 2.64, and at
+///     M >= 2048 as fast as the staged kernel (0.88x against 0.82x at
+///     65536); K = 7168 (896) 2.50 / 2.69 us against 2.69 / 2.77. Rows of
+///     641-1024 vectors at M >= kRowsMinRows take the next shape: a block per
+///     row of 1024 threads gave 0.74-0.76x there at K = 7168. The chain of
+///     loads, reduction and stores of one warp is the shortest this way.
+///     K = 7168, M <= 64: 2.5-3.0 us (256 x 4 looping: 3.6-3.7 us; a row
 ///     per cluster of 2, 4 or 8 blocks, same bits, not kept: 2.7-3.6 us);
 ///     M = 512: 7.1 us against 7.7 for the rows kernel; M = 1024: 13.3 us
 ///     for both. Its time at small M is one warp's dependency chain, not
@@ -109,6 +123,7 @@ struct RmsNormPolicy {
   static constexpr int kRowsMinBlocksPerSm = 2;
   static constexpr int kRowsResidentWaves = 1;
   static constexpr index_t kRowsMinRows = 1024;
+  static constexpr index_t kShortRowVecs = 640;  ///< up to here, a block per row at every M
   static constexpr int kStagedThreads = 512;
   static constexpr int kStagedVecs = 2;
   static constexpr int kStagedMinBlocksPerSm = 3;
@@ -321,7 +336,8 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE bool writePaddingIfPaddingBlock(const Scale
 
 /// One block per row; with kScalePadding (the view has padding slots) one
 /// more block, m = M, writes the padding (zeroScalePadding) and the
-/// rows do not.
+/// rows do not. kMaxVecs = 1 takes blocks of fewer than kThreads threads
+/// too (whole warps holding the row: rowSum).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
           int kMaxVecs>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
@@ -393,17 +409,31 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
       scalesEvictLast);
 }
 
-/// One launch of kThreads-thread blocks, kMaxVecs vectors a thread (the row
-/// must fit: K / kVecElems <= kThreads * kMaxVecs), one block per row, and
-/// a padding block when the view has padding slots (scaleHasPadding; else
-/// the kernel without padding code). kStagedMinBlocks = 0:
-/// rmsNormQuantKernel; > 0: rmsNormQuantStagedKernel with that many
-/// __launch_bounds__ min blocks.
+/// The block of a row of `vecs` vectors, one a thread: whole warps, at most
+/// kThreads threads (launchRmsNormQuantWith's `threads`).
+template <int kThreads>
+index_t rowBlockThreads(index_t vecs) {
+  const index_t threads = alignUp(vecs, kWarpSize);
+  return threads < kThreads ? threads : kThreads;
+}
+
+/// One launch of blocks of `threads` threads (kThreads, or fewer with
+/// kMaxVecs = 1 and the block-per-row kernel: whole warps that hold the
+/// row), kMaxVecs vectors a thread (the row must fit: K / kVecElems <=
+/// threads * kMaxVecs), one block per row, and a padding block when the view
+/// has padding slots (scaleHasPadding; else the kernel without padding
+/// code). kStagedMinBlocks = 0: rmsNormQuantKernel; > 0:
+/// rmsNormQuantStagedKernel with that many __launch_bounds__ min blocks.
 template <class Format, int kThreads, int kMaxVecs, int kStagedMinBlocks = 0, class In, class Layout>
 Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
-                              const QuantOptions& opt, float fmax, Stream stream) {
+                              const QuantOptions& opt, float fmax, Stream stream, index_t threads = kThreads) {
   static_assert(kStagedMinBlocks >= 0, "kStagedMinBlocks: 0 for the block-per-row kernel, else the staged kernel's");
   constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
+  if (threads != kThreads &&
+      (kMaxVecs != 1 || kStagedMinBlocks != 0 || threads <= 0 || threads > kThreads || threads % kWarpSize != 0 ||
+       in.cols / kVecElems<In> > threads))
+    return Status::error(StatusCode::kInvalidValue, "rmsNormQuant", "threads", "block size does not hold the row",
+                         threads, kThreads);
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     return dispatchScalePadding(scale, [&](auto padding) {
       const index_t blocks = in.rows + (decltype(padding)::value ? 1 : 0);  // the rows, and the padding block
@@ -419,9 +449,9 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
         else
           return rmsNormQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kPadding, kThreads, kMaxVecs>;
       }();
-      const DeviceError e =
-          launchKernelPdl(opt.programmaticLaunch, kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
-                          stream, in, q, scale, fmax, opt.eps, storesScalesEvictLast(opt.scaleStore));
+      const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, dim3(static_cast<unsigned>(blocks)),
+                                            dim3(static_cast<unsigned>(threads)), 0, stream, in, q, scale, fmax,
+                                            opt.eps, storesScalesEvictLast(opt.scaleStore));
       return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
     });
   });
@@ -569,15 +599,15 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
   if (vecs > static_cast<index_t>(Policy::kWideThreads) * Policy::kWideVecs)
     launched = detail::launchRmsNormQuantWith<Format, Policy::kLargeThreads, Policy::kLargeVecs>(in, q, scale, opt, fmax,
                                                                                                 stream);
-  else if (in.rows >= Policy::kRowsMinRows) {
+  else if (in.rows >= Policy::kRowsMinRows && vecs > Policy::kShortRowVecs) {
     if constexpr (Policy::kRowsStaged)  // CUDA
       launched = detail::launchRmsNormQuantWith<Format, Policy::kStagedThreads, Policy::kStagedVecs,
                                                 Policy::kStagedMinBlocksPerSm>(in, q, scale, opt, fmax, stream);
     else
       launched = detail::launchRmsNormQuantRowLoop<Format>(in, q, scale, opt, fmax, stream);
-  } else
-    launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(in, q, scale, opt, fmax,
-                                                                                              stream);
+  } else  // a block per row of the warps that hold it
+    launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(
+        in, q, scale, opt, fmax, stream, detail::rowBlockThreads<Policy::kWideThreads>(vecs));
   if (!launched) return launched;
   return out;
 }
