@@ -123,13 +123,15 @@ TYPED_TEST(RmsNormQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWith
   std::size_t normOutDiffs = 0, normOutTotal = 0, normOutFailures = 0;
   // The contract's rows, and one M past RmsNormPolicy::kRowsMinRows so that
   // the large-M kernel (staged block per row on CUDA, the row loop on AMD:
-  // rows of more than kShortRowVecs vectors, K = 7168 in 16-bit types; the
-  // shorter rows keep their row-sized block per row) is held to the same
-  // contract.
+  // rows of more than kShortRowVecs vectors, K = 7168 in 16-bit types and,
+  // added there, K = 4096 in fp32; the shorter rows keep their row-sized
+  // block per row) is held to the same contract.
   std::vector<index_t> rows = kContractRows;
   rows.push_back(RmsNormPolicy<In>::kRowsMinRows + 3);
   for (index_t M : rows)
-    for (index_t K : {128, 512, 2304, 7168}) {
+    for (index_t K : {128, 512, 2304, 4096, 7168}) {
+      // K = 4096 only where fp32 rows (1024 vectors) take the staged kernel
+      if (K == 4096 && (sizeof(In) != 4 || M < RmsNormPolicy<In>::kRowsMinRows)) continue;
       const bool withResidual = (M + K / 128) % 2 == 0;
       SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " residual=" << withResidual);
       const auto x = makeActivations<In>(M, K, K, static_cast<unsigned>(M * 13 + K), 8.0f);
@@ -357,8 +359,8 @@ TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedVa
 }
 
 // Groups of 32 and 64, on every kernel shape the launcher picks (block per
-// row at M = 2 and 6, the large-M kernel at kRowsMinRows + 2, long rows at
-// K = 16384), with
+// row at M = 2 and 6 and for K = 512 at every M, the large-M kernel at
+// kRowsMinRows + 2 for K = 4096, long rows at K = 16384), with
 // column-major ld = align(M, 4) at M % 4 == 2 (two padding slots a column,
 // written by the padding block, or on AMD by the row loop's last row): the contract
 // (checkTransposeContract), and each group's fp8 and scale equal to the host
@@ -625,15 +627,52 @@ TEST_F(FusedQuantDeviceShapes, RowLoopKernelGivesTheLaunchersBitsUnderEveryOptio
   }
 }
 
+/// Fills the shared memory of every SM with NaN: blocks of the largest
+/// dynamic shared memory a block may take, enough of them for every SM to
+/// hold one. Shared memory is not cleared between kernels, so a later
+/// kernel's uninitialized shared reads see NaN where this left it.
+__global__ void poisonSharedKernel(int words) {
+  extern __shared__ float poison[];
+  for (int i = static_cast<int>(threadIdx.x); i < words; i += static_cast<int>(blockDim.x))
+    poison[i] = __int_as_float(0x7fc00000);  // quiet NaN
+  __syncthreads();
+  if (poison[(threadIdx.x * 7) % words] == 0.0f) poison[0] = 1.0f;  // keep the stores
+}
+
+void poisonSharedMemory() {
+  int device = 0, sms = 0, maxBytes = 0;
+  FP8SCALE_CUDA_CHECK(cudaGetDevice(&device));
+  FP8SCALE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  FP8SCALE_CUDA_CHECK(cudaDeviceGetAttribute(&maxBytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  FP8SCALE_CUDA_CHECK(
+      cudaFuncSetAttribute(poisonSharedKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, maxBytes));
+  poisonSharedKernel<<<2 * sms, 1024, maxBytes>>>(maxBytes / 4);
+  FP8SCALE_CUDA_CHECK(cudaGetLastError());
+  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+/// Control for poisonSharedMemory: a kernel that reads its static shared
+/// memory without writing it, one word a thread.
+__global__ void readStaleSharedKernel(float* out) {
+  __shared__ float stale[1024];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = stale[threadIdx.x];
+}
+
 // The launcher runs a block per row of the warps that hold the row
 // (rowBlockThreads): 32-1024 threads, and for rows of up to kShortRowVecs
 // vectors at every M. Against the full 1024-thread block (and, at M =
 // kRowsMinRows + 3 for longer rows, the staged kernel against it), for every
-// input type, format and rule: rows of 256, 288, 512, 640 and 896 vectors for
-// bf16 / fp16 (K = 2048, 2304, 4096, 5120, 7168: 8, 9, 16, 20 and 28 warps) and
-// 256, 576, 640 and 1024 for fp32 (K = 1024, 2304, 2560, 4096), at M = 3 and
-// 1027, both layouts (ld = align(M, 4): padding), activation-like rows with
-// zero rows and groups, NaN and +-inf.
+// input type, format and rule: rows of 256, 272, 288, 512, 640 and 896
+// vectors for bf16 / fp16 (K = 2048, 2176, 2304, 4096, 5120, 7168: 8, 9 (the
+// last half empty), 9, 16, 20 and 28 warps) and 256, 576 and 640 for fp32
+// (K = 1024, 2304, 2560; and 1024 vectors, K = 4096, at M = 1027 only,
+// where it takes the staged kernel), at M = 3 and 1027, both layouts (ld =
+// align(M, 4): padding), activation-like rows with zero rows and groups, NaN
+// and +-inf. Between the two launches every SM's shared memory is filled
+// with NaN (poisonSharedMemory), so a row sum that read the run slot of a
+// warp its block lacks would be NaN; the control test below shows that the
+// poison reaches a later kernel's shared memory (compute-sanitizer manages
+// shared memory itself, so the control is left out under it).
 TYPED_TEST(RmsNormQuantDevice, RowSizedBlockGivesTheFullBlocksBits) {
   using C = TypeParam;
   using In = typename C::In;
@@ -642,9 +681,10 @@ TYPED_TEST(RmsNormQuantDevice, RowSizedBlockGivesTheFullBlocksBits) {
   QuantOptions opt;
   opt.rule = C::kRule;
   const std::vector<index_t> ks = sizeof(In) == 4 ? std::vector<index_t>{1024, 2304, 2560, 4096}
-                                                  : std::vector<index_t>{2048, 2304, 4096, 5120, 7168};
+                                                  : std::vector<index_t>{2048, 2176, 2304, 4096, 5120, 7168};
   for (index_t M : {index_t{3}, Policy::kRowsMinRows + 3})
     for (index_t K : ks) {
+      if (M < Policy::kRowsMinRows && K / detail::kVecElems<In> == Policy::kWideThreads) continue;  // the same launch
       const auto x = makeActivations<In>(M, K, K, static_cast<unsigned>(M + K + 2), 8.0f);
       const auto r0 = makeActivations<In>(M, K, K, static_cast<unsigned>(M + K + 3), 4.0f);
       for (bool colMajor : {false, true}) {
@@ -652,11 +692,27 @@ TYPED_TEST(RmsNormQuantDevice, RowSizedBlockGivesTheFullBlocksBits) {
         expectLaunchGivesLaunchersBits<In, Format>(
             M, K, x, r0, /*withResidual=*/true, /*withNormOut=*/true, 1e-6f, colMajor, opt,
             [&](const auto& in, const auto& q, auto view) {
-              return detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(
+              const Status st = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(
                   in, q, view, opt, Format::kMax, nullptr);
+              poisonSharedMemory();  // before the launcher's run
+              return st;
             });
       }
     }
+}
+
+// The control of RowSizedBlockGivesTheFullBlocksBits: after
+// poisonSharedMemory, a kernel that reads shared memory it never wrote sees
+// the NaN, so the poison is there for a row sum that read a missing warp's
+// slot.
+TEST_F(FusedQuantDeviceShapes, ControlStaleSharedMemoryHoldsThePoison) {
+  poisonSharedMemory();
+  DeviceBuffer<float> seen(132 * 1024);
+  readStaleSharedKernel<<<132, 1024>>>(seen.get());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::size_t nans = 0;
+  for (float v : seen.download()) nans += std::isnan(v) ? 1 : 0;
+  EXPECT_GT(nans, 0u) << "the poison did not reach a later kernel's shared memory";
 }
 
 // The block size a launch takes must hold the row in whole warps, one vector
@@ -678,17 +734,25 @@ TEST_F(FusedQuantDeviceShapes, BlockPerRowLaunchRefusesABlockThatDoesNotHoldTheR
     EXPECT_EQ(st.code(), StatusCode::kInvalidValue) << "threads=" << threads;
     EXPECT_NE(st.message().find("threads"), std::string::npos) << st.message();
   };
-  for (index_t threads : {index_t{128}, index_t{250}, index_t{0}, index_t{2048}})
+  // Too few threads for the row; not whole warps (272: it would hold the
+  // row); none; more than the kernel's.
+  for (index_t threads : {index_t{128}, index_t{272}, index_t{0}, index_t{2048}})
     expectRefused(detail::launchRmsNormQuantWith<E4M3FN, 1024, 1>(in, q, view, opt, E4M3FN::kMax, nullptr, threads),
                   threads);
+  // Another block size for kernels of several vectors a thread (512 x 2
+  // holds the row), plain or staged.
   expectRefused(detail::launchRmsNormQuantWith<E4M3FN, 512, 2>(in, q, view, opt, E4M3FN::kMax, nullptr, 256), 256);
   expectRefused(
       detail::launchRmsNormQuantWith<E4M3FN, 512, 2, 3>(in, q, view, opt, E4M3FN::kMax, nullptr, 256), 256);
+  // A kernel's own block size that does not hold the row (128 x 1 for 256 vectors).
+  expectRefused(detail::launchRmsNormQuantWith<E4M3FN, 128, 1>(in, q, view, opt, E4M3FN::kMax, nullptr), 128);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   for (float v : ds.download()) EXPECT_TRUE(std::isnan(v)) << "a refused launch wrote a scale";
   // The sizes the launcher picks: whole warps around the row, at most the block.
+  static_assert(detail::kWarpSize == 32, "the sizes below are NVIDIA's");
   EXPECT_EQ(detail::rowBlockThreads<1024>(256), 256);
   EXPECT_EQ(detail::rowBlockThreads<1024>(288), 288);
+  EXPECT_EQ(detail::rowBlockThreads<1024>(272), 288);
   EXPECT_EQ(detail::rowBlockThreads<1024>(16), 32);
   EXPECT_EQ(detail::rowBlockThreads<1024>(897), 928);
   EXPECT_EQ(detail::rowBlockThreads<1024>(1024), 1024);

@@ -98,7 +98,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs],
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int warps = static_cast<int>(blockDim.x) / kWarpSize;  // kWarps, or fewer (kVecs = 1)
   // Run r, summed by warp r % kWarps of the block; +0 if the block lacks that warp.
-  const auto run = [&](int r) { return r % kWarps < warps ? runs[r] : 0.0f; };
+  const auto runSum = [&](int r) { return r % kWarps < warps ? runs[r] : 0.0f; };
 #if defined(FP8SCALE_PLATFORM_CUDA)
   using WarpReduce = cub::WarpReduce<float>;
   __shared__ typename WarpReduce::TempStorage storage[kWarps];
@@ -108,9 +108,9 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs],
     if (lane == 0) runs[i * kWarps + warp] = run;                   // run of vectors (i * kThreads + warp * 32, ...)
   }
   __syncthreads();
-  float mine = lane < kRuns ? run(lane) : 0.0f;
+  float mine = lane < kRuns ? runSum(lane) : 0.0f;
 #pragma unroll
-  for (int r = lane + kWarpSize; r < kRuns; r += kWarpSize) mine += run(r);
+  for (int r = lane + kWarpSize; r < kRuns; r += kWarpSize) mine += runSum(r);
   // storage[warp] again: CUB's shuffle reduction of full warps keeps nothing
   // in it (its TempStorage is empty), so no __syncwarp is needed between.
   const float laneZero = WarpReduce(storage[warp]).Sum(mine);  // valid in lane 0
@@ -125,9 +125,9 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rowSum(const float (&partial)[kVecs],
     if (lane == 0) runs[i * kWarps + warp] = run;
   }
   __syncthreads();
-  float mine = lane < kRuns ? run(lane) : 0.0f;
+  float mine = lane < kRuns ? runSum(lane) : 0.0f;
 #pragma unroll
-  for (int r = lane + kWarpSize; r < kRuns; r += kWarpSize) mine += run(r);
+  for (int r = lane + kWarpSize; r < kRuns; r += kWarpSize) mine += runSum(r);
   using AllReduce = rocprim::warp_reduce<float, kWarpSize, /*UseAllReduce=*/true>;
   __shared__ typename AllReduce::storage_type allStorage[kWarps];
   float total;

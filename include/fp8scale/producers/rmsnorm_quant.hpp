@@ -94,7 +94,8 @@ struct RmsNormQuantInput {
 ///     for both. Its time at small M is one warp's dependency chain, not
 ///     the SM's issue rate (benchmarks/results/h200_rmsnorm_row_order.txt,
 ///     parts 4-5).
-///   - M >= kRowsMinRows on CUDA (kRowsStaged): rmsNormQuantStagedKernel, a
+///   - M >= kRowsMinRows, rows of more than kShortRowVecs vectors, on CUDA
+///     (kRowsStaged): rmsNormQuantStagedKernel, a
 ///     block of 512 threads of 2 vectors per row, h parked in shared memory
 ///     through the reduction, 3 blocks per SM. BW vs copy at M = 1024 / 2048
 ///     / 4096 / 8192 / 16384: 0.98 / 0.82 / 0.89 / 0.92 / 0.93x against 0.85
@@ -102,7 +103,9 @@ struct RmsNormQuantInput {
 ///     (benchmarks/results/h200_round7.txt, part 2); at M = 32768 / 65536
 ///     1.7 / 3.2% less time row-major and 2.5 / 5.8% less column-major
 ///     (h200_round8.txt, part 1).
-///   - M >= kRowsMinRows on AMD: rmsNormQuantRowsKernel, 256 threads of 4 vectors
+///   - M >= kRowsMinRows, rows of more than kShortRowVecs vectors, on AMD
+///     (and short rows past what one grid of blocks per row holds):
+///     rmsNormQuantRowsKernel, 256 threads of 4 vectors
 ///     (numbers measured on the H200; on CUDA at most 128 registers: two
 ///     blocks per SM), one wave of
 ///     blocks looping over the rows with the next row's loads in flight:
@@ -131,7 +134,9 @@ struct RmsNormPolicy {
   // Measured on the H200 only. Its 33 KB of shared memory a block would let
   // one such block run per CU on gfx942 (64 KB of LDS; clang refuses the
   // 3-block occupancy target): AMD keeps the row loop from kRowsMinRows on
-  // (the staged kernel is not instantiated there).
+  // for rows of more than kShortRowVecs vectors (the staged kernel is not
+  // instantiated there). Shorter rows take the row-sized block per row at
+  // every M on AMD too, on the H200's numbers alone.
   static constexpr bool kRowsStaged = false;
 #else
   static constexpr bool kRowsStaged = true;
@@ -429,15 +434,20 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
                               const QuantOptions& opt, float fmax, Stream stream, index_t threads = kThreads) {
   static_assert(kStagedMinBlocks >= 0, "kStagedMinBlocks: 0 for the block-per-row kernel, else the staged kernel's");
   constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
-  if (threads != kThreads &&
-      (kMaxVecs != 1 || kStagedMinBlocks != 0 || threads <= 0 || threads > kThreads || threads % kWarpSize != 0 ||
-       in.cols / kVecElems<In> > threads))
-    return Status::error(StatusCode::kInvalidValue, "rmsNormQuant", "threads", "block size does not hold the row",
-                         threads, kThreads);
+  if (threads != kThreads && (kMaxVecs != 1 || kStagedMinBlocks != 0))
+    return Status::error(StatusCode::kInvalidValue, "rmsNormQuant", "threads",
+                         "only the block-per-row kernel of one vector a thread takes another block size", threads,
+                         kThreads);
+  if (threads <= 0 || threads > kThreads || threads % kWarpSize != 0)
+    return Status::error(StatusCode::kInvalidValue, "rmsNormQuant", "threads",
+                         "block size is not whole warps within the kernel's", threads, kThreads);
+  if (in.cols / kVecElems<In> > threads * kMaxVecs)
+    return Status::error(StatusCode::kInvalidValue, "rmsNormQuant", "threads", "block does not hold the row",
+                         threads * kMaxVecs, in.cols / kVecElems<In>);
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     return dispatchScalePadding(scale, [&](auto padding) {
       const index_t blocks = in.rows + (decltype(padding)::value ? 1 : 0);  // the rows, and the padding block
-      if (!fitsOneGrid(blocks, kThreads))
+      if (!fitsOneGrid(blocks, threads))
         return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
       using Rule = decltype(rule);
       constexpr int kGroup = decltype(group)::value;
@@ -595,19 +605,24 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
     return out;
   }
   const index_t vecs = in.cols / detail::kVecElems<In>;
+  const index_t rowThreads = detail::rowBlockThreads<Policy::kWideThreads>(vecs);
+  // A block per row (and the padding block) must fit one grid: HIP bounds a
+  // grid's threads by 2^32 - 1, so from about 16.7M short rows on AMD the
+  // row loop, whose grid is capped, takes them.
+  const bool rowsFitOneGrid = fitsOneGrid(in.rows + 1, rowThreads);
   Status launched;
   if (vecs > static_cast<index_t>(Policy::kWideThreads) * Policy::kWideVecs)
     launched = detail::launchRmsNormQuantWith<Format, Policy::kLargeThreads, Policy::kLargeVecs>(in, q, scale, opt, fmax,
                                                                                                 stream);
-  else if (in.rows >= Policy::kRowsMinRows && vecs > Policy::kShortRowVecs) {
+  else if (in.rows >= Policy::kRowsMinRows && (vecs > Policy::kShortRowVecs || !rowsFitOneGrid)) {
     if constexpr (Policy::kRowsStaged)  // CUDA
       launched = detail::launchRmsNormQuantWith<Format, Policy::kStagedThreads, Policy::kStagedVecs,
                                                 Policy::kStagedMinBlocksPerSm>(in, q, scale, opt, fmax, stream);
     else
       launched = detail::launchRmsNormQuantRowLoop<Format>(in, q, scale, opt, fmax, stream);
   } else  // a block per row of the warps that hold it
-    launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(
-        in, q, scale, opt, fmax, stream, detail::rowBlockThreads<Policy::kWideThreads>(vecs));
+    launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(in, q, scale, opt, fmax,
+                                                                                              stream, rowThreads);
   if (!launched) return launched;
   return out;
 }
