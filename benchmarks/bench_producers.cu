@@ -196,8 +196,9 @@ __device__ __forceinline__ RowVector readRowVectorWriteResidual(const uint4* x, 
   return rv;
 }
 
-/// RMSNorm quant's bytes in its small-M shape (a block of 1024 threads per
-/// row, a 16-byte vector a thread): x, the residual and the weight read, the
+/// RMSNorm quant's bytes in a block of 1024 threads per row, a 16-byte
+/// vector a thread (its small-M shape until blocks were sized to the row;
+/// at K = 7168 it now runs 896): x, the residual and the weight read, the
 /// residual written in place and 8 bytes of fp8 a vector (the bytes counted
 /// leave the weight out, as the producer's do). With kBarrier, what the row
 /// reduction's exchange costs without its arithmetic: lane 0 of every warp

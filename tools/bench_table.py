@@ -176,7 +176,7 @@ def hidden_table(rows) -> None:
         return
     print("**RMSNorm quant (+ residual) at other hidden sizes** (`hidden/...`)\n")
     head = ("| K | M | row-major us (BW vs copy) | col-major us (col / row) | 1024 x 1 block per row us "
-            "(BW vs copy) | 512 x 2 staged us (BW vs copy) |")
+            "(BW vs copy) | 512 x 2 staged us (BW vs copy) | a block per row built for K us (BW vs copy) |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     cell = lambda e: f"{e['us_per_call']:.2f} ({e['vs_copy_bw']:.2f})" if e else ""
@@ -185,8 +185,10 @@ def hidden_table(rows) -> None:
         if not r:
             continue
         col = f"{c['us_per_call']:.2f} ({c['us_per_call'] / r['us_per_call']:.3f})" if c else ""
+        built = next((found[(k, m, "row", shape)] for shape in ("256x1", "512x1", "640x1")
+                      if (k, m, "row", shape) in found), None)
         print(f"| {k} | {m} | {cell(r)} | {col} | {cell(found.get((k, m, 'row', '1024x1')))} | "
-              f"{cell(found.get((k, m, 'row', '512x2/staged/b3')))} |")
+              f"{cell(found.get((k, m, 'row', '512x2/staged/b3')))} | {cell(built)} |")
     print()
 
 
