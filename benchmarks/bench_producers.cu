@@ -642,10 +642,37 @@ void BM_GroupQuant(benchmark::State& state) {
       static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
 }
 
-/// RMSNorm quant of the first M rows of x, K = 7168, with the residual (updated
-/// in place) and the weight.
-RmsNormQuantInput<BFloat16> rmsInput(index_t M) {
-  return RmsNormQuantInput<BFloat16>::matrix(gBuf.x, M, kHidden, kHidden, gBuf.w).withResidual(gBuf.r, kHidden);
+/// RMSNorm quant of the first M rows of x, K columns (row stride K; 7168 by
+/// default), with the residual (updated in place) and the weight.
+RmsNormQuantInput<BFloat16> rmsInput(index_t M, index_t K = kHidden) {
+  return RmsNormQuantInput<BFloat16>::matrix(gBuf.x, M, K, K, gBuf.w).withResidual(gBuf.r, K);
+}
+
+/// An RMSNorm entry's bytes: x and the residual read, the residual written in
+/// place, fp8 and fp32 scales (groups of 128) written (the weight, read from
+/// the L2, left out) ...
+double rmsBytes(index_t M, index_t K) { return static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * (K / 128) * 4.0; }
+/// ... and its input bytes (x and the residual).
+std::size_t rmsInputBytes(index_t M, index_t K) { return static_cast<std::size_t>(M * K * 4); }
+
+/// One RMSNorm launch of a fixed block shape (kThreads x kVecs vectors):
+/// kWaves > 0: the row-looping kernel on kWaves x resident blocks
+/// (__launch_bounds__ min blocks kMinBlocks); kWaves == 0: a block per row;
+/// kWaves == -1: a block per row with h in shared memory
+/// (rmsNormQuantStagedKernel, min blocks kMinBlocks).
+template <int kThreads, int kVecs, int kMinBlocks, int kWaves, class Layout>
+void launchRmsNormShape(const RmsNormQuantInput<BFloat16>& in, const Fp8Matrix<E4M3FN>& q,
+                        const ScaleView<float, Layout>& sv) {
+  static_assert(kWaves >= -1 && (kWaves != -1 || kMinBlocks > 0), "staged entries need their min blocks");
+  const QuantOptions opt;
+  if constexpr (kWaves == 0)
+    expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs>(in, q, sv, opt, E4M3FN::kMax, gStream));
+  else if constexpr (kWaves == -1)
+    expectOk(
+        detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax, gStream));
+  else
+    expectOk(detail::launchRmsNormQuantRows<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax,
+                                                                               gStream, kWaves));
 }
 
 template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal,
@@ -661,7 +688,7 @@ void BM_RmsNormQuant(benchmark::State& state) {
   // stay finite, which keeps the data realistic for timing.
   timeProducer<kThenFlush>(
       state, [&] { expectOk(rmsNormQuant<E4M3FN>(in, q, sv, opt, gStream).status()); },
-      static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
+      rmsBytes(M, K), rmsInputBytes(M, K));
 }
 
 /// RMSNorm quant (+ residual) at other hidden sizes: rows of K = state.range(1)
@@ -671,21 +698,18 @@ void BM_RmsNormQuant(benchmark::State& state) {
 template <class Layout, int kThreads = 0, int kVecs = 1, int kMinBlocks = 0>
 void BM_RmsNormHidden(benchmark::State& state) {
   const index_t M = state.range(0), K = state.range(1), G = K / 128;
-  const QuantOptions opt;
-  const RmsNormQuantInput<BFloat16> in =
-      RmsNormQuantInput<BFloat16>::matrix(gBuf.x, M, K, K, gBuf.w).withResidual(gBuf.r, K);
+  const RmsNormQuantInput<BFloat16> in = rmsInput(M, K);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto sv = scaleView<Layout>(M, G);
   timeProducer<false>(
       state,
       [&] {
         if constexpr (kThreads == 0)
-          expectOk(rmsNormQuant<E4M3FN>(in, q, sv, opt, gStream).status());
+          expectOk(rmsNormQuant<E4M3FN>(in, q, sv, QuantOptions{}, gStream).status());
         else
-          expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax,
-                                                                                      gStream));
+          launchRmsNormShape<kThreads, kVecs, kMinBlocks, (kMinBlocks > 0 ? -1 : 0)>(in, q, sv);
       },
-      static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
+      rmsBytes(M, K), rmsInputBytes(M, K));
 }
 
 template <class Layout, bool kPdl = false, ScaleStorePolicy kStore = ScaleStorePolicy::kEvictNormal,
@@ -726,14 +750,14 @@ static_assert(kHidden == 7168, "naiveRmsNormQuantKernel is written for rows of 7
 /// updated in place; reported with BM_RmsNormQuant's byte counts.
 template <bool kColMajor>
 void BM_NaiveRmsNorm(benchmark::State& state) {
-  const index_t M = state.range(0), K = kHidden, G = K / 128;
+  const index_t M = state.range(0), K = kHidden;
   const double t = timeCalls(state, [&] {
     naiveRmsNormQuantKernel<kColMajor><<<static_cast<unsigned>(M), 256, 0, gStream>>>(
         reinterpret_cast<const __nv_bfloat16*>(gBuf.x), reinterpret_cast<__nv_bfloat16*>(gBuf.r),
         reinterpret_cast<const __nv_bfloat16*>(gBuf.w), M, gBuf.q, gBuf.s);
     BENCH_CHECK(cudaGetLastError());
   });
-  report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
+  report(state, t, rmsBytes(M, K), rmsInputBytes(M, K));
 }
 
 /// The old way and the new way of feeding a column-major consumer: row-major
@@ -751,30 +775,16 @@ void BM_EmitThenMaterialize(benchmark::State& state) {
   report(state, t, static_cast<double>(M) * K * 3 + M * G * 4.0, static_cast<std::size_t>(M * K * 2));
 }
 
-/// Tuning: RMSNorm quant with a fixed block shape (kThreads x kVecs vectors);
-/// kWaves > 0: the row-looping kernel on kWaves x resident blocks
-/// (__launch_bounds__ min blocks kMinBlocks); kWaves == 0: a block per row;
-/// kWaves == -1: a block per row with h in shared memory
-/// (rmsNormQuantStagedKernel, min blocks kMinBlocks).
+/// Tuning: RMSNorm quant, K = 7168, with a fixed block shape
+/// (launchRmsNormShape).
 template <int kThreads, int kVecs, int kMinBlocks, int kWaves, class Layout = RowMajor>
 void BM_TuneRmsNormBlock(benchmark::State& state) {
-  static_assert(kWaves >= -1 && (kWaves != -1 || kMinBlocks > 0), "staged entries need their min blocks");
   const index_t M = state.range(0), K = kHidden, G = K / 128;
-  QuantOptions opt;
   const RmsNormQuantInput<BFloat16> in = rmsInput(M);
   const Fp8Matrix<E4M3FN> q{gBuf.q, M, K, K};
   const auto sv = scaleView<Layout>(M, G);
-  const double t = timeCalls(state, [&] {
-    if constexpr (kWaves == 0)
-      expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs>(in, q, sv, opt, E4M3FN::kMax, gStream));
-    else if constexpr (kWaves == -1)
-      expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs, kMinBlocks>(
-          in, q, sv, opt, E4M3FN::kMax, gStream));
-    else
-      expectOk(detail::launchRmsNormQuantRows<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax,
-                                                                                 gStream, kWaves));
-  });
-  report(state, t, static_cast<double>(M) * K * (2 + 2 + 2 + 1) + M * G * 4.0, static_cast<std::size_t>(M * K * 4));
+  const double t = timeCalls(state, [&] { launchRmsNormShape<kThreads, kVecs, kMinBlocks, kWaves>(in, q, sv); });
+  report(state, t, rmsBytes(M, K), rmsInputBytes(M, K));
 }
 
 /// Tuning kernel of the group-tile producers: kElems values a thread, a ring
