@@ -536,21 +536,21 @@ void expectLaunchGivesLaunchersBits(index_t M, index_t K, const std::vector<In>&
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     return Out{dq.download(), ds.download(), dr.download(), dy.download()};
   };
-  const Out loop = run(true), launcher = run(false);  // loop: the other launch's
-  EXPECT_TRUE(loop.q == launcher.q) << "fp8 data";
-  ASSERT_EQ(loop.s.size(), launcher.s.size());
-  EXPECT_EQ(std::memcmp(loop.s.data(), launcher.s.data(), loop.s.size() * sizeof(float)), 0) << "scales";
-  EXPECT_EQ(std::memcmp(loop.r.data(), launcher.r.data(), loop.r.size() * sizeof(In)), 0) << "residual";
-  EXPECT_EQ(std::memcmp(loop.y.data(), launcher.y.data(), loop.y.size() * sizeof(In)), 0) << "normOut";
+  const Out theirs = run(true), launcher = run(false);  // theirs: `other`'s
+  EXPECT_TRUE(theirs.q == launcher.q) << "fp8 data";
+  ASSERT_EQ(theirs.s.size(), launcher.s.size());
+  EXPECT_EQ(std::memcmp(theirs.s.data(), launcher.s.data(), theirs.s.size() * sizeof(float)), 0) << "scales";
+  EXPECT_EQ(std::memcmp(theirs.r.data(), launcher.r.data(), theirs.r.size() * sizeof(In)), 0) << "residual";
+  EXPECT_EQ(std::memcmp(theirs.y.data(), launcher.y.data(), theirs.y.size() * sizeof(In)), 0) << "normOut";
   if (colMajor)
     for (index_t g = 0; g < G; ++g)
-      for (index_t p = M; p < ld; ++p) EXPECT_EQ(loop.s[g * ld + p], 0.0f) << "padding g=" << g << " slot " << p;
+      for (index_t p = M; p < ld; ++p) EXPECT_EQ(theirs.s[g * ld + p], 0.0f) << "padding g=" << g << " slot " << p;
   if (M > 5) {
-    const float s5 = colMajor ? loop.s[5] : loop.s[5 * G];  // scale (5, 0): row 5 is random and finite
+    const float s5 = colMajor ? theirs.s[5] : theirs.s[5 * G];  // scale (5, 0): row 5 is random and finite
     EXPECT_TRUE(s5 > 0.0f && std::isfinite(s5)) << "scale (5, 0) = " << s5;
   }
   if (withResidual)
-    EXPECT_NE(std::memcmp(loop.r.data(), r0.data(), r0.size() * sizeof(In)), 0) << "the residual was not updated";
+    EXPECT_NE(std::memcmp(theirs.r.data(), r0.data(), r0.size() * sizeof(In)), 0) << "the residual was not updated";
 }
 
 /// expectLaunchGivesLaunchersBits for launchRmsNormQuantRowLoop.
