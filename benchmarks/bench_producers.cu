@@ -895,6 +895,9 @@ void registerTuning() {
   reg("tune/group_quant/row_major/e8/d0/t128", BM_TuneGroupTile<Plain, 8, 0, 0, RowMajor, 128>);
   reg("tune/group_quant/row_major/e8/d0/t64", BM_TuneGroupTile<Plain, 8, 0, 0, RowMajor, 64>);
   reg("tune/group_quant/col_major/e8/d0/t128", BM_TuneGroupTile<Plain, 8, 0, 0, ColMajor, 128>);
+  // ... e4: half a vector (8 bytes) a thread, a group of 128 over a whole warp
+  reg("tune/group_quant/row_major/e4/d0/t128", BM_TuneGroupTile<Plain, 4, 0, 0, RowMajor, 128>);
+  reg("tune/group_quant/row_major/e4/d0/t64", BM_TuneGroupTile<Plain, 4, 0, 0, RowMajor, 64>);
   // SiLU-clamp, I = 2048 and 3072
   using Silu = detail::SiluClampLoad<BFloat16>;
   auto regSilu = [&](const char* name, auto fn) {
@@ -913,6 +916,9 @@ void registerTuning() {
   regSilu("tune/silu_clamp_quant/row_major/e8/d0/t128", BM_TuneGroupTile<Silu, 8, 0, 0, RowMajor, 128>);
   regSilu("tune/silu_clamp_quant/row_major/e8/d0/t64", BM_TuneGroupTile<Silu, 8, 0, 0, RowMajor, 64>);
   regSilu("tune/silu_clamp_quant/col_major/e8/d0/t128", BM_TuneGroupTile<Silu, 8, 0, 0, ColMajor, 128>);
+  regSilu("tune/silu_clamp_quant/row_major/e4/d0/t128", BM_TuneGroupTile<Silu, 4, 0, 0, RowMajor, 128>);
+  regSilu("tune/silu_clamp_quant/row_major/e4/d0/t64", BM_TuneGroupTile<Silu, 4, 0, 0, RowMajor, 64>);
+  regSilu("tune/silu_clamp_quant/col_major/e4/d0/t128", BM_TuneGroupTile<Silu, 4, 0, 0, ColMajor, 128>);
 }
 
 /// scale_store/...: the L2 policy of the scale stores (QuantOptions::
@@ -1057,8 +1063,8 @@ void registerAll(bool quick) {
   }
   // RMSNorm at other hidden sizes, against fixed block shapes: 1024 x 1 (the
   // block per row before blocks were sized to the row), 512 x 2 staged (the
-  // large-M kernel), and blocks of 256 / 512 / 640 threads built for them.
-  for (index_t K : {2048, 4096, 5120, 7168})
+  // large-M kernel), and blocks of 256 / 512 / 640 / 768 threads built for them.
+  for (index_t K : {2048, 4096, 5120, 6144, 7168})
     for (index_t M : {1, 64, 512, 2048, 8192, 65536}) {
       if (quick && M != 8192) continue;
       if (K == 7168 && M > 512) continue;  // the main entries
@@ -1073,6 +1079,7 @@ void registerAll(bool quick) {
       if (K == 2048) hid("hidden/rmsnorm_quant/row_major/256x1", BM_RmsNormHidden<RowMajor, 256, 1>);
       if (K == 4096) hid("hidden/rmsnorm_quant/row_major/512x1", BM_RmsNormHidden<RowMajor, 512, 1>);
       if (K == 5120) hid("hidden/rmsnorm_quant/row_major/640x1", BM_RmsNormHidden<RowMajor, 640, 1>);
+      if (K == 6144) hid("hidden/rmsnorm_quant/row_major/768x1", BM_RmsNormHidden<RowMajor, 768, 1>);
     }
   if (!quick) {
     registerScaleStore();

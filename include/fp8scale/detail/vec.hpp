@@ -1,6 +1,7 @@
 // fp8scale: 16-byte vector loads and stores between memory and fp32 registers.
 // Producers move every byte through these, so the access width is decided in
-// one place: one 128-bit transaction per call (LDG.128 / global_load_dwordx4).
+// one place: one 128-bit transaction per call (LDG.128 / global_load_dwordx4),
+// or 64-bit for the half-vector slices of small grids (Bytes8).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,11 @@ struct alignas(16) Bytes16 {
   std::uint32_t w[4];
 };
 
+/// 8 raw bytes, aligned as a 64-bit access: half a vector.
+struct alignas(8) Bytes8 {
+  std::uint32_t w[2];
+};
+
 /// Elements of `In` in one 16-byte vector: 8 for bf16 / fp16, 4 for fp32.
 template <class In>
 constexpr int kVecElems = 16 / static_cast<int>(sizeof(In));
@@ -31,19 +37,38 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Bytes16 loadRaw(const In* src) {
   return *reinterpret_cast<const Bytes16*>(src);
 }
 
+/// Loads the 8 raw bytes at an 8-byte aligned address (half a vector).
+template <class In>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Bytes8 loadRawHalf(const In* src) {
+  return *reinterpret_cast<const Bytes8*>(src);
+}
+
+/// Widens the inputs held in kWords 32-bit words, in memory order, to fp32
+/// (kWords or 2 kWords values).
+template <class In, int kWords>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void unpackWords(const std::uint32_t (&w)[kWords], float* out) {
+  if constexpr (sizeof(In) == 4) {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) out[i] = bitCast<float>(w[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      out[2 * i] = toFloat(In{static_cast<std::uint16_t>(w[i] & 0xFFFFu)});
+      out[2 * i + 1] = toFloat(In{static_cast<std::uint16_t>(w[i] >> 16)});
+    }
+  }
+}
+
 /// Widens the kVecElems<In> inputs held in `b` to fp32.
 template <class In>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void unpackVec(const Bytes16& b, float* out) {
-  if constexpr (sizeof(In) == 4) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) out[i] = bitCast<float>(b.w[i]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out[2 * i] = toFloat(In{static_cast<std::uint16_t>(b.w[i] & 0xFFFFu)});
-      out[2 * i + 1] = toFloat(In{static_cast<std::uint16_t>(b.w[i] >> 16)});
-    }
-  }
+  unpackWords<In>(b.w, out);
+}
+
+/// Widens the kVecElems<In> / 2 inputs held in `b` to fp32.
+template <class In>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void unpackVec(const Bytes8& b, float* out) {
+  unpackWords<In>(b.w, out);
 }
 
 /// Loads kVecElems<In> inputs from a 16-byte aligned address, widened to fp32.
@@ -126,7 +151,6 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeFp8(std::uint8_t* dst, const floa
     Bytes16 b{{w[0], w[1], w[2], w[3]}};
     *reinterpret_cast<Bytes16*>(dst) = b;
   } else if constexpr (kN == 8) {
-    struct alignas(8) Bytes8 { std::uint32_t w[2]; };
     *reinterpret_cast<Bytes8*>(dst) = Bytes8{{w[0], w[1]}};
   } else {
     *reinterpret_cast<std::uint32_t*>(dst) = w[0];

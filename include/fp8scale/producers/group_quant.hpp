@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common.hpp"
 
@@ -179,12 +180,44 @@ inline index_t rowTileBlocks(index_t rowTiles, index_t groupTiles, index_t targe
 
 #if defined(FP8SCALE_HAS_DEVICE)
 
-/// The raw bytes of one thread's slice: kElems / kVecElems 16-byte vectors,
-/// held as loaded (4 registers each) until they are converted.
+/// The raw bytes of one thread's slice of kElems inputs, held as loaded
+/// until they are converted: kElems / kVecElems 16-byte vectors (4 registers
+/// each), or one 8-byte half vector for a slice of kVecElems / 2 inputs (4
+/// bf16 / fp16 values; fp32 slices are whole vectors, an fp8 store being at
+/// least 4 bytes).
 template <class In, int kElems>
 struct RawSlice {
-  Bytes16 b[kElems / kVecElems<In>];
+  static constexpr int kBytes = kElems * static_cast<int>(sizeof(In));
+  static_assert(kBytes % 16 == 0 || (kBytes == 8 && sizeof(In) == 2),
+                "a slice is whole 16-byte vectors or half a vector of 16-bit inputs");
+  static constexpr int kPieceElems = kElems < kVecElems<In> ? kElems : kVecElems<In>;
+  using Piece = std::conditional_t<(kBytes < 16), Bytes8, Bytes16>;
+  Piece b[kElems / kPieceElems];
 };
+
+/// Issues the loads of the kElems inputs at `src` (aligned to the slice's
+/// piece: 16 bytes, or 8 for a half vector).
+template <class In, int kElems>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE RawSlice<In, kElems> loadSlice(const In* src) {
+  using Slice = RawSlice<In, kElems>;
+  Slice r;
+#pragma unroll
+  for (int i = 0; i < kElems / Slice::kPieceElems; ++i) {
+    if constexpr (Slice::kBytes < 16)
+      r.b[i] = loadRawHalf(src + i * Slice::kPieceElems);
+    else
+      r.b[i] = loadRaw(src + i * Slice::kPieceElems);
+  }
+  return r;
+}
+
+/// The slice's kElems inputs as fp32, in memory order.
+template <class In, int kElems>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void unpackSlice(const RawSlice<In, kElems>& r, float* v) {
+  using Slice = RawSlice<In, kElems>;
+#pragma unroll
+  for (int i = 0; i < kElems / Slice::kPieceElems; ++i) unpackVec<In>(r.b[i], v + i * Slice::kPieceElems);
+}
 
 /// Group quant's input access: fetch() issues the loads of slice
 /// (m, k .. k + kElems) of x (a slice never straddles a head); values()
@@ -202,16 +235,12 @@ struct PlainLoad {
                                     : static_cast<index_t>(static_cast<std::uint32_t>(k) /
                                                            static_cast<std::uint32_t>(in.headDim));
     const In* src = in.x + m * in.tokenStride + h * in.headStride + (k - h * in.headDim);  // x(m, h, d)
-    Raw<kElems> r;
-#pragma unroll
-    for (int i = 0; i < kElems / kVecElems<In>; ++i) r.b[i] = loadRaw(src + i * kVecElems<In>);
-    return r;
+    return loadSlice<In, kElems>(src);
   }
 
   template <int kElems>
   FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void values(const Raw<kElems>& r, float (&v)[kElems]) const {
-#pragma unroll
-    for (int i = 0; i < kElems / kVecElems<In>; ++i) unpackVec<In>(r.b[i], v + i * kVecElems<In>);
+    unpackSlice<In, kElems>(r, v);
   }
 };
 

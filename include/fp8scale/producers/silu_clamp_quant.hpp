@@ -73,25 +73,16 @@ struct SiluClampLoad {
   FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Raw<kElems> fetch(index_t m, index_t k) const {
     const In* gate = in.x + m * in.ldx + k;  // x(m, k)
     const In* up = gate + in.intermediate;   // x(m, I + k)
-    Raw<kElems> r;
-#pragma unroll
-    for (int i = 0; i < kElems / kVecElems<In>; ++i) {
-      r.gate.b[i] = loadRaw(gate + i * kVecElems<In>);
-      r.up.b[i] = loadRaw(up + i * kVecElems<In>);
-    }
-    return r;
+    return Raw<kElems>{loadSlice<In, kElems>(gate), loadSlice<In, kElems>(up)};
   }
 
   template <int kElems>
   FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void values(const Raw<kElems>& r, float (&v)[kElems]) const {
+    float g[kElems], u[kElems];
+    unpackSlice<In, kElems>(r.gate, g);
+    unpackSlice<In, kElems>(r.up, u);
 #pragma unroll
-    for (int i = 0; i < kElems / kVecElems<In>; ++i) {
-      float g[kVecElems<In>], u[kVecElems<In>];
-      unpackVec<In>(r.gate.b[i], g);
-      unpackVec<In>(r.up.b[i], u);
-#pragma unroll
-      for (int j = 0; j < kVecElems<In>; ++j) v[i * kVecElems<In> + j] = siluClamp(g[j], u[j], in.limit);
-    }
+    for (int j = 0; j < kElems; ++j) v[j] = siluClamp(g[j], u[j], in.limit);
   }
 };
 
