@@ -919,6 +919,17 @@ void registerTuning() {
   regSilu("tune/silu_clamp_quant/row_major/e4/d0/t128", BM_TuneGroupTile<Silu, 4, 0, 0, RowMajor, 128>);
   regSilu("tune/silu_clamp_quant/row_major/e4/d0/t64", BM_TuneGroupTile<Silu, 4, 0, 0, RowMajor, 64>);
   regSilu("tune/silu_clamp_quant/col_major/e4/d0/t128", BM_TuneGroupTile<Silu, 4, 0, 0, ColMajor, 128>);
+  // ... and over the rest of SiLU-clamp's small grids (GroupTilePolicy::kSiluSmallGridElems)
+  for (index_t I : {2048, 3072})
+    for (index_t M : {16, 32, 96, 128, 168, 256}) {
+      auto small = [&](const char* name, auto fn) {
+        benchmark::RegisterBenchmark(name, fn)->Args({M, I})->UseManualTime()->Iterations(3);
+      };
+      small("tune/silu_clamp_quant/row_major/e8/d0/t128", BM_TuneGroupTile<Silu, 8, 0, 0, RowMajor, 128>);
+      small("tune/silu_clamp_quant/row_major/e4/d0/t128", BM_TuneGroupTile<Silu, 4, 0, 0, RowMajor, 128>);
+      small("tune/silu_clamp_quant/col_major/e8/d0/t128", BM_TuneGroupTile<Silu, 8, 0, 0, ColMajor, 128>);
+      small("tune/silu_clamp_quant/col_major/e4/d0/t128", BM_TuneGroupTile<Silu, 4, 0, 0, ColMajor, 128>);
+    }
 }
 
 /// scale_store/...: the L2 policy of the scale stores (QuantOptions::

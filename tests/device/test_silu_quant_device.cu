@@ -59,7 +59,7 @@ TYPED_TEST(SiluClampQuantDevice, TransposedEmitMatchesMaterializedAndReferenceWi
 }
 
 // Groups of 32 and 64 on both launch shapes: small grids (fewer blocks than
-// SMs: one 16-byte vector a thread) and M = 1000 (256-thread blocks of two).
+// SMs: 4 values a thread) and M = 1000 (256-thread blocks of two vectors).
 TYPED_TEST(SiluClampQuantDevice, SmallerGroupsFollowTheSameContract) {
   FusedTally tally;
   for (int groupSize : {32, 64})
@@ -78,6 +78,106 @@ TYPED_TEST(SiluClampQuantDevice, BothSidesOfTheSmallGridBoundary) {
       runSiluCase<TypeParam>(M, 2048, groupSize, tally);
   tally.print((ComboNames::GetName<TypeParam>(0) + " small-grid boundary").c_str());
   expectFractionsWithinBounds(tally);
+}
+
+/// One launch of siluClampQuantKernel with kElems values a thread in
+/// GroupTilePolicy::kSmallGridThreads-thread blocks, its grid and tile sized
+/// as the launcher sizes a small grid (views without padding slots).
+template <class In, class Format, class Rule, int kGroup, int kElems, class Layout>
+void launchSiluSlices(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale) {
+  constexpr bool T = Layout::kColumnMajor;
+  constexpr int kThreads = GroupTilePolicy<In>::kSmallGridThreads;
+  dim3 grid;
+  int tileRows = 0, tileGroups = 0;
+  ASSERT_TRUE((detail::groupTileGrid<In, T>("test", in.rows, in.intermediate / kGroup, kGroup, kThreads, kElems, 0,
+                                            grid, tileRows, tileGroups)));
+  detail::siluClampQuantKernel<In, Format, Rule, kGroup, T, /*kScalePadding*/ false, kElems>
+      <<<grid, kThreads>>>(in, q, scale, Format::kMax, kDefaultAmaxEps, tileRows, tileGroups, false);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// The launcher's small-grid slices: 4 values a thread for SiLU-clamp, one
+// 16-byte vector for group quant (GroupTilePolicy).
+static_assert(detail::SiluClampQuantKernelFor<BFloat16, E4M3FN, true>::Of<ScaleFp32, 128, false>::kSmallGridElems ==
+                  4,
+              "SiLU-clamp's small grids take half a vector of bf16");
+static_assert(detail::SiluClampQuantKernelFor<float, E4M3FN, false>::Of<ScaleFp32, 32, false>::kSmallGridElems == 4,
+              "and one vector of fp32");
+static_assert(detail::GroupQuantKernelFor<BFloat16, E4M3FN, true>::Of<ScaleFp32, 128, false>::kSmallGridElems == 8,
+              "group quant's small grids take one vector");
+
+// SiLU-clamp's small-grid slices (4 values a thread: half a vector, a group
+// of 128 over a whole warp) give the bits of slices of one 16-byte vector a
+// thread (group quant's small-grid slice) and of the launcher, on
+// activations with zero rows, NaN, +-inf, saturating values and subnormals,
+// both scale layouts, groups of 128 and 32.
+TYPED_TEST(SiluClampQuantDevice, HalfVectorSlicesGiveTheVectorSlicesBits) {
+  using In = typename TypeParam::In;
+  using Format = typename TypeParam::Format;
+  using Rule = typename TypeParam::Rule;
+  constexpr int kHalf = GroupTilePolicy<In>::kSiluSmallGridElems, kVector = GroupTilePolicy<In>::kSmallGridElems;
+  if constexpr (kHalf == kVector) {
+    GTEST_SKIP() << "fp32: 4 values a thread are one 16-byte vector";
+  } else {
+    auto run = [&](auto group, auto layout, index_t M, index_t I) {
+      constexpr int kGroup = decltype(group)::value;
+      using Layout = decltype(layout);
+      const index_t G = I / kGroup;
+      SCOPED_TRACE(::testing::Message() << "M=" << M << " I=" << I << " group=" << kGroup
+                                        << (Layout::kColumnMajor ? " column-major" : " row-major"));
+      const auto x = makeActivations<In>(M, 2 * I, 2 * I, static_cast<unsigned>(M + I + kGroup), 8.0f);
+      DeviceBuffer<In> dx(x.size());
+      dx.upload(x);
+      const SiluClampInput<In> in{dx.get(), M, I, 2 * I, M % 2 ? 7.0f : 0.0f};
+      std::vector<std::uint8_t> q[3];
+      std::vector<float> s[3];
+      for (int launch = 0; launch < 3; ++launch) {
+        DeviceBuffer<std::uint8_t> dq(M * I);
+        DeviceBuffer<float> ds(M * G);
+        dq.poison(kGarbage);
+        ds.poison(kGarbage);
+        const Fp8Matrix<Format> fq{dq.get(), M, I, I};
+        ScaleView<float, Layout> sv;
+        if constexpr (Layout::kColumnMajor)
+          sv = colMajorView(ds.get(), M, G, M).value();
+        else
+          sv = rowMajorView(ds.get(), M, G).value();
+        if (launch == 0) launchSiluSlices<In, Format, Rule, kGroup, kHalf>(in, fq, sv);
+        if (launch == 1) launchSiluSlices<In, Format, Rule, kGroup, kVector>(in, fq, sv);
+        if (launch == 2) {
+          QuantOptions opt;
+          opt.rule = TypeParam::kRule;
+          opt.groupSize = kGroup;
+          ASSERT_TRUE(siluClampQuant<Format>(in, fq, sv, opt, nullptr).isOk());
+        }
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        q[launch] = dq.download();
+        s[launch] = ds.download();
+      }
+      EXPECT_EQ(q[0], q[1]) << "fp8 differs between half-vector and vector slices";
+      EXPECT_EQ(countBitDiffs(s[0], s[1]), 0u) << "scales differ between half-vector and vector slices";
+      EXPECT_EQ(q[0], q[2]) << "fp8 differs from the launcher's";
+      EXPECT_EQ(countBitDiffs(s[0], s[2]), 0u) << "scales differ from the launcher's";
+      std::size_t poisoned = 0;  // every scale written (a NaN group's scale is NaN, not the poison)
+      for (float v : s[0]) {
+        unsigned char b[4];
+        std::memcpy(b, &v, 4);
+        poisoned += b[0] == kGarbage && b[1] == kGarbage && b[2] == kGarbage && b[3] == kGarbage;
+      }
+      EXPECT_EQ(poisoned, 0u) << "scales left unwritten";
+      // fp8 bytes equal to the poison: only where a value encodes to 0xAB
+      // (-0.34375 in e4m3fn, -0.171875 in e4m3fnuz), a rare code here.
+      EXPECT_LT(static_cast<std::size_t>(std::count(q[0].begin(), q[0].end(), kGarbage)), q[0].size() / 16)
+          << "fp8 left unwritten";
+    };
+    for (index_t M : {1, 5, 64})
+      for (index_t I : {2048, 3072}) {
+        run(std::integral_constant<int, 128>{}, RowMajor{}, M, I);
+        run(std::integral_constant<int, 128>{}, ColMajor{}, M, I);
+        run(std::integral_constant<int, 32>{}, RowMajor{}, M, I);
+        run(std::integral_constant<int, 32>{}, ColMajor{}, M, I);
+      }
+  }
 }
 
 class SiluClampQuantDeviceShapes : public DeviceTest {};

@@ -20,9 +20,10 @@
 // column-major-friendly (8 rows of one group: one sector of [G][ld] scales),
 // chosen by TRANSPOSE_SCALE, so scale stores are whole sectors either way.
 // Grids with fewer blocks than the device has SMs (small M) run 128-thread
-// blocks of one 16-byte vector a thread instead (8 groups of 128 bf16 a
-// block), spreading the tensor over more SMs and each group's work over
-// twice the lanes.
+// blocks of smaller slices instead, spreading the tensor over more SMs and
+// each group's work over more lanes: one 16-byte vector a thread for group
+// quant (8 groups of 128 bf16 a block), 4 values a thread for SiLU-clamp (4
+// groups of 128 a block, a group over a whole warp; GroupTilePolicy).
 #pragma once
 
 #include <cstdint>
@@ -84,9 +85,10 @@ struct GroupTilePolicy {
   ///     0.90 / 1.01, loop 0.83 / 0.88 / 0.97.
   static constexpr int kLoopFreeMaxWaves = 2;
   /// Blocks of kSmallGridThreads threads of kSmallGridElems values (one
-  /// 16-byte vector) a thread when a grid of kThreads-thread blocks would
-  /// leave SMs without a block (small M; on the H200 M <= 72 for group quant
-  /// at K = 7168, M <= 256 / 168 for SiLU-clamp at I = 2048 / 3072): the
+  /// 16-byte vector; SiLU-clamp: kSiluSmallGridElems below) a thread when a
+  /// grid of kThreads-thread blocks would leave SMs without a block (small
+  /// M; on the H200 M <= 72 for group quant at K = 7168, M <= 256 / 168 for
+  /// SiLU-clamp at I = 2048 / 3072 column-major, 260 / 172 row-major): the
   /// tile's loads spread over 4x the SMs, and each group's arithmetic
   /// (SiLU-clamp's two MUFU operations a value, the amax chain) over twice
   /// the lanes. H200, bf16, groups of 128, row-major:
@@ -112,6 +114,21 @@ struct GroupTilePolicy {
   static constexpr int kSmallGridThreads = 128;
   static constexpr int kSmallGridElems = detail::kVecElems<In>;
   static_assert(kSmallGridThreads <= kThreads, "the kernels' __launch_bounds__ is kThreads");
+  /// SiLU-clamp's small grids take kSiluSmallGridElems values a thread
+  /// instead: half a 16-byte vector of bf16 / fp16 (an 8-byte load each of
+  /// gate and up; fp32's one vector is 4 values already), a group of 128 over
+  /// a whole warp. Its time on small grids is one lane's chain of two MUFU
+  /// operations a value, which this halves. H200, bf16, I = 2048 / 3072,
+  /// tune/ entries e4/d0/t128 against e8/d0/t128
+  /// (benchmarks/results/h200_round10.txt, parts 1-2; medians of 5
+  /// interleaved repetitions), row-major: M = 1 1.54 -> 1.35 / 1.55 -> 1.39
+  /// us, M = 16 1.63 -> 1.45 / 1.64 -> 1.50, M = 64 1.76 -> 1.62 / 1.85 ->
+  /// 1.80, M = 256 2.27 -> 2.22 / 2.67 -> 2.59 (column-major alike): faster
+  /// at every M a small grid covers; at M = 512 (a full grid, 16 values a
+  /// thread: 2.97 / 3.57 us) 3.04 -> 3.21 / 3.58 -> 4.44. Group quant
+  /// keeps one vector (its chain is one multiply a value): 4 values were
+  /// 1.37 -> 1.37 us at M = 1 and 1.70 -> 1.86 at M = 64.
+  static constexpr int kSiluSmallGridElems = 4;
   static constexpr int kGroupQuantWaves = 1;
   static constexpr int kGroupQuantDepth = 1;
   static_assert(kGroupQuantDepth > 0, "the capped-grid kernel loops");
@@ -347,11 +364,12 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
 /// grid with the kElems it names the kernel by, so a slice width is written
 /// once per path): looping<kElems>() (ring depth kGroupQuantDepth, for capped
 /// grids) and loopFree<kElems>() (a block per row tile; the small-grid kernel
-/// too, with GroupTilePolicy::kSmallGridElems).
+/// too, with kSmallGridElems = GroupTilePolicy::kSmallGridElems).
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct GroupQuantKernelFor {
   template <class Rule, int kGroup, bool kScalePadding>
   struct Of {
+    static constexpr int kSmallGridElems = GroupTilePolicy<In>::kSmallGridElems;
     template <int kElems>
     static auto looping() {
       return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding,
@@ -404,9 +422,10 @@ inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int gr
 /// looping<kElems>() on `residentWaves` x its resident blocks (occupancy
 /// queried once per kernel and device), each block looping over row tiles. A
 /// small grid (isSmallGroupTileGrid; SM count cached per device) runs
-/// loopFree<kSmallGridElems>() in GroupTilePolicy::kSmallGridThreads-thread
-/// blocks, with the tile that many slots hold. The values a thread given to
-/// each kernel are the ones its grid is sized with.
+/// loopFree<KernelFor's kSmallGridElems>() in
+/// GroupTilePolicy::kSmallGridThreads-thread blocks, with the tile that many
+/// slots hold. The values a thread given to each kernel are the ones its
+/// grid is sized with.
 template <class In, template <class, int, bool> class KernelFor, class Input, class Format, class Layout>
 Status launchGroupTile(const char* fn, const Input& in, index_t rows, index_t groups, Fp8Matrix<Format> q,
                        ScaleView<float, Layout> scale, float fmax, const QuantOptions& opt, Stream stream,
@@ -435,9 +454,9 @@ Status launchGroupTile(const char* fn, const Input& in, index_t rows, index_t gr
       }
       if (smallGrid) {
         threads = Policy::kSmallGridThreads;
-        kernel = Kernels::template loopFree<Policy::kSmallGridElems>();
+        kernel = Kernels::template loopFree<Kernels::kSmallGridElems>();
         if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads,
-                                                          Policy::kSmallGridElems, 0, grid, tileRows, tileGroups);
+                                                          Kernels::kSmallGridElems, 0, grid, tileRows, tileGroups);
             !s)
           return s;
       } else if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices) {

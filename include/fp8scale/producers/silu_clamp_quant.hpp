@@ -87,7 +87,7 @@ struct SiluClampLoad {
 };
 
 /// groupTile over silu(gate) * up with kElems values a thread
-/// (GroupTilePolicy: kElems, or kSmallGridElems for small grids).
+/// (GroupTilePolicy: kElems, or kSiluSmallGridElems for small grids).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kElems>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
@@ -101,11 +101,13 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
 /// siluClampQuantKernel for a rule, group size and kScalePadding, in the form launchGroupTile
 /// takes (GroupQuantKernelFor: kElems values a thread). SiLU-clamp always
 /// runs a block per row tile: its launch passes no wave cap, so
-/// looping<kElems>() is never chosen, and it names the same kernel.
+/// looping<kElems>() is never chosen, and it names the same kernel. Its
+/// small grids take GroupTilePolicy::kSiluSmallGridElems values a thread.
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct SiluClampQuantKernelFor {
   template <class Rule, int kGroup, bool kScalePadding>
   struct Of {
+    static constexpr int kSmallGridElems = GroupTilePolicy<In>::kSiluSmallGridElems;
     template <int kElems>
     static auto loopFree() {
       return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kElems>;
