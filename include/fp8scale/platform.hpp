@@ -111,6 +111,17 @@ constexpr index_t kMaxGridThreads = kMaxGridBlocks * 1024;
 /// gridDim.y limit (CUDA's 65535; HIP allows more, the smaller bound is kept).
 constexpr index_t kMaxGridY = 65535;
 
+namespace detail {
+/// The hardware warp width of the device pass: 64 on AMD's gfx9 (wave64), 32
+/// on NVIDIA; host-only builds take NVIDIA's, so that launch plans computed
+/// on the host (rmsNormQuantLaunch) match a CUDA build's.
+#if defined(FP8SCALE_PLATFORM_HIP)
+constexpr int kWarpSize = 64;
+#else
+constexpr int kWarpSize = 32;
+#endif
+}  // namespace detail
+
 /// Whether a 1-D launch of `blocks` blocks of `threads` threads fits the limits.
 constexpr bool fitsOneGrid(index_t blocks, index_t threads) {
   return blocks <= kMaxGridBlocks && blocks * threads <= kMaxGridThreads;

@@ -3,6 +3,7 @@
 
 #include "fp8scale/platform.hpp"
 #include "fp8scale/producers/group_quant.hpp"
+#include "fp8scale/producers/rmsnorm_quant.hpp"
 
 namespace fp8scale {
 namespace {
@@ -23,8 +24,9 @@ TEST(Platform, GridLimitsCountBlocksAndThreads) {
 // The group-tile launch picks a (rows x groups) tile per block; the kernel
 // finds a thread's (row, group) with a mask and a shift, so both edges must be
 // powers of two whose product is the block's slot count, for every shape.
-// Slot counts below 8 are the small-grid blocks of fp32 input (128 threads of
-// 32 lanes: 4 slots) and the benchmarks' 32-thread entries (2 and 1).
+// Slot counts below 8 are the small-grid blocks of 32-lane groups (128
+// threads: 4 slots; SiLU-clamp's groups of 128 at 4 values a thread, fp32
+// groups of 128) and the benchmarks' 32-thread entries (2 and 1).
 TEST(GroupTile, TilesArePowersOfTwoThatFillTheBlock) {
   auto isPow2 = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
   for (int slots : {1, 2, 4, 8, 16, 32, 64, 128})
@@ -76,3 +78,50 @@ TEST(GroupTile, RowTileBlocksCoverEveryTileEvenly) {
         }
       }
 }
+
+// rmsNormQuant's launch plan (host build: CUDA's). Rows of up to
+// kShortRowVecs vectors take a block per row sized to the row at every M;
+// longer rows of up to 1024 vectors do below kRowsMinRows and take the
+// staged kernel from there; rows past 1024 vectors the long-row shape.
+TEST(RmsNormLaunchPlan, BlocksFollowTheRowAndThePolicy) {
+  using fp8scale::BFloat16;
+  using fp8scale::index_t;
+  using fp8scale::RmsNormKernel;
+  using fp8scale::detail::rmsNormQuantLaunch;
+  using Policy = fp8scale::RmsNormPolicy<BFloat16>;
+  const auto expectPlan = [](fp8scale::RmsNormLaunch got, RmsNormKernel kernel, index_t threads, const char* what) {
+    EXPECT_EQ(got.kernel, kernel) << what;
+    EXPECT_EQ(got.threads, threads) << what;
+  };
+  static_assert(Policy::kRowsStaged, "a host build plans as CUDA does");
+  for (index_t M : {index_t{1}, index_t{64}, index_t{1023}, index_t{1024}, index_t{65536}, index_t{1} << 24}) {
+    SCOPED_TRACE(M);
+    expectPlan(rmsNormQuantLaunch<BFloat16>(M, 2048), RmsNormKernel::kBlockPerRow, 256, "K = 2048: 256 vectors");
+    expectPlan(rmsNormQuantLaunch<BFloat16>(M, 2176), RmsNormKernel::kBlockPerRow, 288,
+               "K = 2176: 272 vectors, whole warps");
+    expectPlan(rmsNormQuantLaunch<BFloat16>(M, 5120), RmsNormKernel::kBlockPerRow, 640,
+               "K = 5120: 640 vectors, the longest short row");
+    expectPlan(rmsNormQuantLaunch<float>(M, 2304), RmsNormKernel::kBlockPerRow, 576, "fp32 K = 2304: 576 vectors");
+    expectPlan(rmsNormQuantLaunch<BFloat16>(M, 16384), RmsNormKernel::kLongRows, Policy::kLargeThreads,
+               "K = 16384: 2048 vectors");
+  }
+  for (index_t K : {6144, 7168, 8192}) {
+    SCOPED_TRACE(K);
+    expectPlan(rmsNormQuantLaunch<BFloat16>(1, K), RmsNormKernel::kBlockPerRow, K / 8, "a row of 768-1024 vectors");
+    expectPlan(rmsNormQuantLaunch<BFloat16>(Policy::kRowsMinRows - 1, K), RmsNormKernel::kBlockPerRow, K / 8,
+               "below kRowsMinRows");
+    expectPlan(rmsNormQuantLaunch<BFloat16>(Policy::kRowsMinRows, K), RmsNormKernel::kStaged, Policy::kStagedThreads,
+               "from kRowsMinRows");
+  }
+  expectPlan(rmsNormQuantLaunch<BFloat16>(1, 5128), RmsNormKernel::kBlockPerRow, 672, "641 vectors, M = 1");
+  expectPlan(rmsNormQuantLaunch<BFloat16>(1024, 5128), RmsNormKernel::kStaged, Policy::kStagedThreads,
+             "641 vectors, M = 1024");
+  // Short rows past what a grid of blocks per row holds (counting a padding
+  // block, whether or not the view has one): the large-M kernel, itself a
+  // block per row on CUDA, which checks its own grid.
+  expectPlan(rmsNormQuantLaunch<BFloat16>(fp8scale::kMaxGridBlocks - 1, 2048), RmsNormKernel::kBlockPerRow, 256,
+             "the most rows a grid holds with the padding block");
+  expectPlan(rmsNormQuantLaunch<BFloat16>(fp8scale::kMaxGridBlocks, 2048), RmsNormKernel::kStaged,
+             Policy::kStagedThreads, "one row more");
+}
+

@@ -71,6 +71,24 @@ FP8SCALE_ISA_PRODUCERS(fp8scale::BFloat16)
 FP8SCALE_ISA_PRODUCERS(fp8scale::Float16)
 #undef FP8SCALE_ISA_PRODUCERS
 
+// rmsNormQuant's launch plan as AMD builds it (the host tests check CUDA's):
+// blocks of whole wave64s, the row loop where CUDA runs the staged kernel,
+// and the row loop for short rows past HIP's 2^32 - 1 threads a grid.
+namespace plan {
+using fp8scale::BFloat16;
+using fp8scale::RmsNormKernel;
+using fp8scale::detail::rmsNormQuantLaunch;
+constexpr bool is(fp8scale::RmsNormLaunch got, RmsNormKernel kernel, fp8scale::index_t threads) {
+  return got.kernel == kernel && got.threads == threads;
+}
+static_assert(is(rmsNormQuantLaunch<BFloat16>(1, 2176), RmsNormKernel::kBlockPerRow, 320), "272 vectors: 5 waves");
+static_assert(is(rmsNormQuantLaunch<BFloat16>(1023, 7168), RmsNormKernel::kBlockPerRow, 896), "below kRowsMinRows");
+static_assert(is(rmsNormQuantLaunch<BFloat16>(1024, 7168), RmsNormKernel::kRowLoop, 256), "no staged kernel on AMD");
+static_assert(is(rmsNormQuantLaunch<BFloat16>(16777214, 2048), RmsNormKernel::kBlockPerRow, 256),
+              "(M + 1) x 256 threads fit 2^32 - 1");
+static_assert(is(rmsNormQuantLaunch<BFloat16>(16777215, 2048), RmsNormKernel::kRowLoop, 256), "one row more");
+}  // namespace plan
+
 }  // namespace fp8scale_isa
 
 // The fused allreduce + residual + RMSNorm + group quant (issue 4): the

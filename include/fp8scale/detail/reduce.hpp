@@ -27,14 +27,9 @@ struct MaxIgnoreNaN {
   FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
-/// The hardware warp width of the device pass (64 on gfx9, 32 on NVIDIA).
-#if defined(FP8SCALE_PLATFORM_HIP)
-constexpr int kWarpSize = 64;
-#if defined(__AMDGCN_WAVEFRONT_SIZE)
+// kWarpSize (platform.hpp): 64 on gfx9, 32 on NVIDIA.
+#if defined(FP8SCALE_PLATFORM_HIP) && defined(__AMDGCN_WAVEFRONT_SIZE)
 static_assert(__AMDGCN_WAVEFRONT_SIZE == kWarpSize, "fp8scale's AMD kernels are written for wave64 (gfx9)");
-#endif
-#else
-constexpr int kWarpSize = 32;
 #endif
 
 /// Max over each aligned run of kLanes lanes (a power of two <= the warp

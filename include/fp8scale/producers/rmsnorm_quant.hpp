@@ -149,7 +149,53 @@ struct RmsNormPolicy {
                 "the wide shapes hold the same rows");
 };
 
+/// The kernels rmsNormQuant chooses between (RmsNormPolicy says when).
+enum class RmsNormKernel {
+  kBlockPerRow,  ///< rmsNormQuantKernel: a block per row of the whole warps that hold it, a vector a thread
+  kStaged,       ///< rmsNormQuantStagedKernel (CUDA): a block per row of kStagedThreads x kStagedVecs, h in shared memory
+  kRowLoop,      ///< rmsNormQuantRowsKernel: kRowsThreads x kRowsVecs blocks looping over the rows
+  kLongRows,     ///< rmsNormQuantKernel, a block per row of kLargeThreads x kLargeVecs (rows of > 1024 vectors)
+};
+
+/// rmsNormQuant's launch: the kernel and the threads of its blocks.
+struct RmsNormLaunch {
+  RmsNormKernel kernel;
+  index_t threads;
+};
+
 namespace detail {
+
+/// The block of a row of `vecs` vectors, one a thread: whole warps, at most
+/// kThreads threads (launchRmsNormQuantWith's `threads`).
+template <int kThreads>
+constexpr index_t rowBlockThreads(index_t vecs) {
+  const index_t threads = alignUp(vecs, kWarpSize);
+  return threads < kThreads ? threads : kThreads;
+}
+
+/// The launch rmsNormQuant makes for `rows` > 0 rows of `cols` columns of
+/// `In` (a multiple of the 16-byte vector, at most RmsNormPolicy::kMaxCols),
+/// by RmsNormPolicy: rows of more than kWideThreads x kWideVecs vectors take
+/// kLongRows; from kRowsMinRows rows on, rows of more than kShortRowVecs
+/// vectors, and short rows whose block per row (with a padding block) would
+/// not fit one grid (HIP: 2^32 - 1 threads), take kStaged on CUDA and
+/// kRowLoop on AMD; every other launch is kBlockPerRow in rowBlockThreads.
+/// Pure host arithmetic: host builds plan as a CUDA build does (the warp
+/// size and grid limits are the platform's, as for fitsOneGrid: one program
+/// plans with one platform's).
+template <class In>
+constexpr RmsNormLaunch rmsNormQuantLaunch(index_t rows, index_t cols) {
+  using Policy = RmsNormPolicy<In>;
+  const index_t vecs = cols / kVecElems<In>;
+  const index_t rowThreads = rowBlockThreads<Policy::kWideThreads>(vecs);
+  if (vecs > static_cast<index_t>(Policy::kWideThreads) * Policy::kWideVecs)
+    return {RmsNormKernel::kLongRows, Policy::kLargeThreads};
+  if (rows >= Policy::kRowsMinRows && (vecs > Policy::kShortRowVecs || !fitsOneGrid(rows + 1, rowThreads))) {
+    if (Policy::kRowsStaged) return {RmsNormKernel::kStaged, Policy::kStagedThreads};
+    return {RmsNormKernel::kRowLoop, Policy::kRowsThreads};
+  }
+  return {RmsNormKernel::kBlockPerRow, rowThreads};
+}
 
 #if defined(FP8SCALE_HAS_DEVICE)
 
@@ -414,14 +460,6 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
       scalesEvictLast);
 }
 
-/// The block of a row of `vecs` vectors, one a thread: whole warps, at most
-/// kThreads threads (launchRmsNormQuantWith's `threads`).
-template <int kThreads>
-index_t rowBlockThreads(index_t vecs) {
-  const index_t threads = alignUp(vecs, kWarpSize);
-  return threads < kThreads ? threads : kThreads;
-}
-
 /// One launch of blocks of `threads` threads (kThreads, or fewer with
 /// kMaxVecs = 1 and the block-per-row kernel: whole warps that hold the
 /// row), kMaxVecs vectors a thread (the row must fit: K / kVecElems <=
@@ -604,25 +642,36 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
     if (Status s = detail::clearEmptyScalePadding("rmsNormQuant", scale, stream); !s) return s;
     return out;
   }
-  const index_t vecs = in.cols / detail::kVecElems<In>;
-  const index_t rowThreads = detail::rowBlockThreads<Policy::kWideThreads>(vecs);
   // A block per row (and the padding block) must fit one grid: HIP bounds a
   // grid's threads by 2^32 - 1, so from about 16.7M short rows on AMD the
-  // row loop, whose grid is capped, takes them.
-  const bool rowsFitOneGrid = fitsOneGrid(in.rows + 1, rowThreads);
+  // row loop, whose grid is capped, takes them (rmsNormQuantLaunch).
+  const RmsNormLaunch plan = detail::rmsNormQuantLaunch<In>(in.rows, in.cols);
   Status launched;
-  if (vecs > static_cast<index_t>(Policy::kWideThreads) * Policy::kWideVecs)
-    launched = detail::launchRmsNormQuantWith<Format, Policy::kLargeThreads, Policy::kLargeVecs>(in, q, scale, opt, fmax,
-                                                                                                stream);
-  else if (in.rows >= Policy::kRowsMinRows && (vecs > Policy::kShortRowVecs || !rowsFitOneGrid)) {
-    if constexpr (Policy::kRowsStaged)  // CUDA
-      launched = detail::launchRmsNormQuantWith<Format, Policy::kStagedThreads, Policy::kStagedVecs,
-                                                Policy::kStagedMinBlocksPerSm>(in, q, scale, opt, fmax, stream);
-    else
-      launched = detail::launchRmsNormQuantRowLoop<Format>(in, q, scale, opt, fmax, stream);
-  } else  // a block per row of the warps that hold it
-    launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(in, q, scale, opt, fmax,
-                                                                                              stream, rowThreads);
+  switch (plan.kernel) {
+    case RmsNormKernel::kLongRows:
+      launched = detail::launchRmsNormQuantWith<Format, Policy::kLargeThreads, Policy::kLargeVecs>(in, q, scale, opt,
+                                                                                                  fmax, stream);
+      break;
+    case RmsNormKernel::kStaged:
+      if constexpr (Policy::kRowsStaged)  // CUDA; the plan names it nowhere else
+        launched = detail::launchRmsNormQuantWith<Format, Policy::kStagedThreads, Policy::kStagedVecs,
+                                                  Policy::kStagedMinBlocksPerSm>(in, q, scale, opt, fmax, stream);
+      else
+        launched = Status::error(StatusCode::kUnsupportedDevice, "rmsNormQuant", "M",
+                                 "the staged kernel is not built into this platform's launcher", in.rows);
+      break;
+    case RmsNormKernel::kRowLoop:
+      if constexpr (!Policy::kRowsStaged)  // AMD: not instantiated where the plan never names it
+        launched = detail::launchRmsNormQuantRowLoop<Format>(in, q, scale, opt, fmax, stream);
+      else
+        launched = Status::error(StatusCode::kUnsupportedDevice, "rmsNormQuant", "M",
+                                 "the row loop is not built into this platform's launcher", in.rows);
+      break;
+    case RmsNormKernel::kBlockPerRow:
+      launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(
+          in, q, scale, opt, fmax, stream, plan.threads);
+      break;
+  }
   if (!launched) return launched;
   return out;
 }
