@@ -185,7 +185,7 @@ def hidden_table(rows) -> None:
         if not r:
             continue
         col = f"{c['us_per_call']:.2f} ({c['us_per_call'] / r['us_per_call']:.3f})" if c else ""
-        built = next((found[(k, m, "row", shape)] for shape in ("256x1", "512x1", "640x1")
+        built = next((found[(k, m, "row", shape)] for shape in ("256x1", "512x1", "640x1", "768x1")
                       if (k, m, "row", shape) in found), None)
         print(f"| {k} | {m} | {cell(r)} | {col} | {cell(found.get((k, m, 'row', '1024x1')))} | "
               f"{cell(found.get((k, m, 'row', '512x2/staged/b3')))} | {cell(built)} |")
