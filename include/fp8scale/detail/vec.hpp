@@ -30,17 +30,13 @@ constexpr int kVecElems = 16 / static_cast<int>(sizeof(In));
 
 #if defined(FP8SCALE_HAS_DEVICE)
 
-/// Loads the 16 raw bytes at a 16-byte aligned address (a load that a
-/// producer issues early and converts later: 4 registers in flight).
-template <class In>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Bytes16 loadRaw(const In* src) {
-  return *reinterpret_cast<const Bytes16*>(src);
-}
-
-/// Loads the 8 raw bytes at an 8-byte aligned address (half a vector).
-template <class In>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Bytes8 loadRawHalf(const In* src) {
-  return *reinterpret_cast<const Bytes8*>(src);
+/// Loads the raw bytes of one Bytes16 (default) or Bytes8 at an address
+/// aligned to its size (a load that a producer issues early and converts
+/// later: 4 or 2 registers in flight).
+template <class Piece = Bytes16, class In>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Piece loadRaw(const In* src) {
+  static_assert(std::is_same<Piece, Bytes16>::value || std::is_same<Piece, Bytes8>::value, "a vector or half of one");
+  return *reinterpret_cast<const Piece*>(src);
 }
 
 /// Widens the inputs held in kWords 32-bit words, in memory order, to fp32

@@ -219,12 +219,8 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE RawSlice<In, kElems> loadSlice(const In* sr
   using Slice = RawSlice<In, kElems>;
   Slice r;
 #pragma unroll
-  for (int i = 0; i < kElems / Slice::kPieceElems; ++i) {
-    if constexpr (Slice::kBytes < 16)
-      r.b[i] = loadRawHalf(src + i * Slice::kPieceElems);
-    else
-      r.b[i] = loadRaw(src + i * Slice::kPieceElems);
-  }
+  for (int i = 0; i < kElems / Slice::kPieceElems; ++i)
+    r.b[i] = loadRaw<typename Slice::Piece>(src + i * Slice::kPieceElems);
   return r;
 }
 
