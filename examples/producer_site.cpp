@@ -34,7 +34,7 @@ int main() {
 
   // ---- The site -----------------------------------------------------------
   ScaleView<float, ColMajor> forGemm;
-  if (emitTransposed(M, onBpreshuffleGfx95(device))) {
+  if (emitTransposed(consumer, M)) {
     // TRANSPOSE_SCALE = true: the producer writes [G][ld] itself; no copy.
     forGemm = colMajorView(scaleBuffer.data(), M, G, ld).value();
     reference::groupQuant<E4M3FN, ScaleFp32>(x.data(), M, K, K, 128, qView, forGemm);
@@ -58,7 +58,7 @@ int main() {
     for (index_t g = 0; g < G; ++g) mismatches += forGemm(m, g) != materialized(m, g);
   std::printf("consumer %d, M=%lld G=%lld ld=%lld: transposed emit %s, strides (%lld, %lld), %s\n",
               static_cast<int>(consumer), static_cast<long long>(M), static_cast<long long>(G),
-              static_cast<long long>(ld), emitTransposed(M, true) ? "yes" : "no",
+              static_cast<long long>(ld), emitTransposed(consumer, M) ? "yes" : "no",
               static_cast<long long>(forGemm.stride(0)), static_cast<long long>(forGemm.stride(1)),
               mismatches == 0 ? "identical to row-major + materialize" : "MISMATCH");
   return mismatches == 0 ? 0 : 1;

@@ -1,4 +1,5 @@
-// The producer site of the README on the device: the gate decides whether
+// The producer site of the README on the device: the gate, asked for the
+// device's consumer (on an H200: DeepGEMM's TMA-aligned ld), decides whether
 // group quant writes its scales column-major itself (one launch, zero-copy
 // view) or row-major followed by materialize (two launches) for a
 // column-major consumer. Built by the CUDA test build; runs on any CUDA GPU
@@ -39,7 +40,7 @@ int main() {
   QuantOptions opt;  // fp32 scales, groups of 128, fmax 448
 
   ScaleView<float, ColMajor> forGemm;
-  if (emitTransposed(M, onBpreshuffleGfx95(device))) {
+  if (emitTransposed(consumer, M)) {
     // TRANSPOSE_SCALE = true: [G][ld] written by the producer itself.
     auto out = groupQuant<E4M3FN>(in, q, colMajorView(sBuf, M, G, ld).value(), opt, stream);
     if (!out) return std::printf("%s\n", out.status().message().c_str()), 1;
@@ -54,8 +55,9 @@ int main() {
   }
   // ------------------------------------------------------------------------------
   const cudaError_t e = cudaStreamSynchronize(stream);
-  std::printf("producer_site_device: consumer %d, ld %lld, scale view strides (%lld, %lld): %s\n",
-              static_cast<int>(consumer), static_cast<long long>(ld), static_cast<long long>(forGemm.stride(0)),
+  std::printf("producer_site_device: consumer %d, ld %lld, %s, scale view strides (%lld, %lld): %s\n",
+              static_cast<int>(consumer), static_cast<long long>(ld),
+              emitTransposed(consumer, M) ? "transposed emit" : "row-major emit + materialize", static_cast<long long>(forGemm.stride(0)),
               static_cast<long long>(forGemm.stride(1)), cudaGetErrorString(e));
   cudaFree(x);
   cudaFree(qBuf);

@@ -167,7 +167,7 @@ int run(int argc, char** argv) {
   }
   std::printf("%s\n", first.c_str());
   std::printf("consumer: cuBLASLt VEC128_32F activation scales, ColMajor{align(M, 4)}; gate: transposed emit for "
-              "every M (emitTransposedFor(kCublasLtVec128, M): M >= 2, and M = 1 since ld = 4 there); e4m3fn, fp32 scales, groups of 1x128, "
+              "every M (emitTransposed(kCublasLtVec128, M): M >= 2, and M = 1 since ld = 4 there); e4m3fn, fp32 scales, groups of 1x128, "
               "weights 128x128; input: %s; swiglu_limit %g; %d calls per timing%s; GEMM error checked at %d columns "
               "per site against fp64 (tolerance %g)\n",
               inputText.c_str(), static_cast<double>(o.swigluLimit), iters,

@@ -42,10 +42,10 @@ constexpr double kGemmTolerance = 1e-2;
 /// ld = align(M, 4).
 constexpr ScaleConsumer kConsumer = ScaleConsumer::kCublasLtVec128;
 
-/// The gate, asked for this consumer (layout_policy.hpp's emitTransposedFor:
-/// M >= 2 as emitTransposed, and M = 1 too, since cuBLASLt's ld is then 4 and
-/// a row-major emission would leave the padding slots to a relayout).
-constexpr bool gateEmitsTransposed(index_t m) { return emitTransposedFor(kConsumer, m); }
+/// The gate, asked for this consumer (layout_policy.hpp's emitTransposed:
+/// from M = 2, and at M = 1 too, since cuBLASLt's ld is then 4 and a
+/// row-major emission would leave the padding slots to a relayout).
+constexpr bool gateEmitsTransposed(index_t m) { return emitTransposed(kConsumer, m); }
 
 /// What one path of a site produced for M tokens, copied to the host.
 struct PathRun {

@@ -1,12 +1,14 @@
 // fp8scale: the single layout-policy header.
 //
-// Every producer site asks one question, emitTransposed(m, onBpreshuffleGfx95):
-// should the producer write its scales column-major itself? When the answer is
-// false but the consumer still needs column-major, the site calls
-// materialize(), a row-major -> column-major relayout that is a no-op (no
-// launch, same pointer) when the bytes are already what the consumer reads.
+// Every producer site asks one question, emitTransposed(consumer, m): should
+// the producer write its scales column-major itself (TRANSPOSE_SCALE = true),
+// in the ld the consumer reads? When the answer is false but the consumer
+// still reads column-major, the site calls materialize(), a row-major ->
+// column-major relayout that is a no-op (no launch, same pointer) when the
+// bytes already are what the consumer reads.
 //
-// The convention follows sglang's fp8_utils (emit_transposed_bpreshuffle_scale,
+// The bpreshuffle form emitTransposed(m, onBpreshuffleGfx95) follows sglang's
+// fp8_utils (emit_transposed_bpreshuffle_scale,
 // materialize_bpreshuffle_fp8_scale): transposed emission only for M >= 2,
 // because at M == 1 both layouts are the same bytes.
 #pragma once
@@ -19,17 +21,6 @@
 #include "status.hpp"
 
 namespace fp8scale {
-
-// ---------------------------------------------------------------------------
-// The gate.
-// ---------------------------------------------------------------------------
-
-/// True iff a producer feeding the gfx95 bpreshuffle blockscale GEMM should
-/// emit its scales column-major (TRANSPOSE_SCALE = true). False for m < 2:
-/// one row is the same bytes in either layout.
-FP8SCALE_HOST_DEVICE constexpr bool emitTransposed(index_t m, bool onBpreshuffleGfx95) {
-  return onBpreshuffleGfx95 && m >= 2;
-}
 
 // ---------------------------------------------------------------------------
 // Consumers and what they read.
@@ -82,14 +73,27 @@ FP8SCALE_HOST_DEVICE constexpr index_t consumerScaleLd(ScaleConsumer c, index_t 
                                                                                      : 0;
 }
 
-/// The gate for a named consumer: whether a producer feeding `c` should emit
-/// its scales column-major with ld = consumerScaleLd(c, m). True when `c` reads
-/// column-major and the row-major bytes are not already its bytes: M >= 2, or
-/// M == 1 with a padded ld (cuBLASLt / DeepGEMM read ld = align(1, 4) = 4, whose
-/// padding slots a row-major emission would leave to materialize's launch).
-/// For kBpreshuffleGfx95 it is emitTransposed(m, true), the sglang convention.
-FP8SCALE_HOST_DEVICE constexpr bool emitTransposedFor(ScaleConsumer c, index_t m) {
-  return consumerIsColumnMajor(c) && (emitTransposed(m, true) || (m == 1 && consumerScaleLd(c, m) != m));
+// ---------------------------------------------------------------------------
+// The gate.
+// ---------------------------------------------------------------------------
+
+/// The gate every producer site asks: whether a producer feeding `consumer`
+/// should emit its scales column-major (TRANSPOSE_SCALE = true) with
+/// ld = consumerScaleLd(consumer, m). True when the consumer reads
+/// column-major and row-major bytes are not already its bytes: for M >= 2,
+/// and at M == 1 for consumers with a padded ld (cuBLASLt, DeepGEMM read
+/// ld = align(1, 4) = 4, whose padding slots a row-major emission lacks).
+/// False for kRowMajor and for m < 1.
+FP8SCALE_HOST_DEVICE constexpr bool emitTransposed(ScaleConsumer consumer, index_t m) {
+  return consumerIsColumnMajor(consumer) && (m >= 2 || (m == 1 && consumerScaleLd(consumer, m) != m));
+}
+
+/// The bpreshuffle form of the gate (sglang's
+/// emit_transposed_bpreshuffle_scale): onBpreshuffleGfx95 && m >= 2, i.e.
+/// emitTransposed(ScaleConsumer::kBpreshuffleGfx95, m) on that path and
+/// false elsewhere. One row is the same bytes in either layout.
+FP8SCALE_HOST_DEVICE constexpr bool emitTransposed(index_t m, bool onBpreshuffleGfx95) {
+  return onBpreshuffleGfx95 && emitTransposed(ScaleConsumer::kBpreshuffleGfx95, m);
 }
 
 // ---------------------------------------------------------------------------

@@ -26,16 +26,33 @@ TEST(LayoutPolicy, GateTruthTable) {
   for (const Row& r : table) EXPECT_EQ(emitTransposed(r.m, r.gfx95), r.expected) << "m=" << r.m << " gfx95=" << r.gfx95;
 }
 
-// The consumer-named gate: bpreshuffle (ld = M) is exactly emitTransposed;
-// consumers with a padded ld also emit transposed at M = 1, where row-major
-// bytes lack the padding slots; row-major consumers never.
-TEST(LayoutPolicy, GateForANamedConsumer) {
-  for (index_t m : {0, 1, 2, 3, 4, 5, 4096}) {
-    EXPECT_EQ(emitTransposedFor(ScaleConsumer::kBpreshuffleGfx95, m), emitTransposed(m, true)) << m;
-    EXPECT_FALSE(emitTransposedFor(ScaleConsumer::kRowMajor, m)) << m;
-    EXPECT_EQ(emitTransposedFor(ScaleConsumer::kCublasLtVec128, m), m >= 1) << m;
-    EXPECT_EQ(emitTransposedFor(ScaleConsumer::kDeepGemmTma, m), m >= 1) << m;
+// The gate for a consumer: bpreshuffle (ld = M) emits transposed from M = 2
+// and its bpreshuffle form is the same answer; consumers with a padded ld
+// also emit transposed at M = 1, where row-major bytes lack the padding
+// slots; row-major consumers never.
+TEST(LayoutPolicy, GateForEachConsumer) {
+  for (index_t m : {-1, 0, 1, 2, 3, 4, 5, 4096}) {
+    EXPECT_EQ(emitTransposed(ScaleConsumer::kBpreshuffleGfx95, m), m >= 2) << m;
+    EXPECT_EQ(emitTransposed(ScaleConsumer::kBpreshuffleGfx95, m), emitTransposed(m, true)) << m;
+    EXPECT_FALSE(emitTransposed(m, false)) << m;
+    EXPECT_FALSE(emitTransposed(ScaleConsumer::kRowMajor, m)) << m;
+    EXPECT_EQ(emitTransposed(ScaleConsumer::kCublasLtVec128, m), m >= 1) << m;
+    EXPECT_EQ(emitTransposed(ScaleConsumer::kDeepGemmTma, m), m >= 1) << m;
   }
+}
+
+// On an sm_90 device the gate names DeepGEMM's TMA-aligned layout, so a site
+// takes the transposed path from M = 1 (not row-major + materialize).
+TEST(LayoutPolicy, HopperSiteEmitsTransposed) {
+  DeviceInfo hopper;
+  hopper.isAmd = false;
+  hopper.ccMajor = 9;
+  const ScaleConsumer c = detectScaleConsumer(hopper);
+  EXPECT_EQ(c, ScaleConsumer::kDeepGemmTma);
+  EXPECT_TRUE(emitTransposed(c, 1));
+  EXPECT_TRUE(emitTransposed(c, 17));
+  EXPECT_EQ(consumerScaleLd(c, 17), 20);
+  EXPECT_FALSE(emitTransposed(17, onBpreshuffleGfx95(hopper)));
 }
 
 TEST(LayoutPolicy, Gfx95FamilyFromGcnArchName) {
