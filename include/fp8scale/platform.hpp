@@ -92,6 +92,22 @@
 #define FP8SCALE_HAS_L2_CACHE_HINT 0
 #endif
 
+// Rounding fp32 pairs to bf16 / fp16 with one cvt.rn.bf16x2.f32 /
+// cvt.rn.f16x2.f32 (F2FP): an NVIDIA sm_80+ device pass. 0 elsewhere.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+#define FP8SCALE_HAS_F2FP_ROUNDING 1
+#else
+#define FP8SCALE_HAS_F2FP_ROUNDING 0
+#endif
+
+// An NVIDIA device pass, whose fp32 division under --use_fast_math is not
+// IEEE unless asked for (__fdiv_rn). 0 on AMD and on the host pass.
+#if defined(__CUDA_ARCH__)
+#define FP8SCALE_CUDA_DEVICE_PASS 1
+#else
+#define FP8SCALE_CUDA_DEVICE_PASS 0
+#endif
+
 namespace fp8scale {
 
 /// Signed 64-bit index used for every extent, stride and offset: M * K of a
@@ -119,6 +135,9 @@ namespace detail {
 constexpr int kWarpSize = 64;
 #else
 constexpr int kWarpSize = 32;
+#endif
+#if defined(FP8SCALE_PLATFORM_HIP) && defined(__AMDGCN_WAVEFRONT_SIZE)
+static_assert(__AMDGCN_WAVEFRONT_SIZE == kWarpSize, "fp8scale's AMD kernels are written for wave64 (gfx9)");
 #endif
 }  // namespace detail
 
@@ -368,6 +387,69 @@ inline DeviceError launchKernelPdl(bool programmaticDependent, void (*kernel)(Ke
   (void)programmaticDependent;
   return launchKernel(kernel, grid, block, sharedBytes, stream, static_cast<Args&&>(args)...);
 }
+
+namespace detail {
+
+// System-scope flag accesses (the allreduce's signals) and a clock.
+
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeReleaseSystem(std::uint64_t* p, std::uint64_t v) {
+#if defined(FP8SCALE_PLATFORM_HIP)
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#endif
+}
+
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE std::uint64_t loadAcquireSystem(const std::uint64_t* p) {
+#if defined(FP8SCALE_PLATFORM_HIP)
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  std::uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#endif
+}
+
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeRelaxedSystem(std::uint32_t* p, std::uint32_t v) {
+#if defined(FP8SCALE_PLATFORM_HIP)
+  __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#endif
+}
+
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE std::uint32_t loadRelaxedSystem(const std::uint32_t* p) {
+#if defined(FP8SCALE_PLATFORM_HIP)
+  return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  std::uint32_t v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#endif
+}
+
+/// Nanoseconds from a free-running device clock (%globaltimer on NVIDIA; the
+/// 100 MHz s_memrealtime counter on AMD), for spin limits only.
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE std::uint64_t deviceNanoseconds() {
+#if defined(FP8SCALE_PLATFORM_HIP)
+  return __builtin_amdgcn_s_memrealtime() * 10u;
+#else
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#endif
+}
+
+/// A short pause between polls, after the first ones.
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void spinPause() {
+#if defined(FP8SCALE_PLATFORM_HIP)
+  __builtin_amdgcn_s_sleep(1);
+#else
+  __nanosleep(64);
+#endif
+}
+
+}  // namespace detail
 
 /// Device side of PDL. gridDependencyWait(): returns once the preceding grid
 /// has completed and its memory is visible (griddepcontrol.wait; a no-op when

@@ -63,7 +63,7 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE std::uint8_t ue8m0Exponent(float s) {
 
 /// IEEE round-to-nearest a / b, also under --use_fast_math on NVIDIA.
 FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE float divRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
+#if FP8SCALE_CUDA_DEVICE_PASS
   return __fdiv_rn(a, b);
 #else
   return a / b;

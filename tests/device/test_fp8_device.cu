@@ -87,11 +87,11 @@ TEST_F(Fp8Device, E4M3FNUZDeviceConversionEqualsHostEncode) {
 }
 
 // packVec / roundVec on whole 16-byte vectors (8 values a thread); *hardware
-// = 1 when the device pass compiled the F2FP path (FP8SCALE_F2FP_ROUNDING).
+// = 1 when the device pass compiled the F2FP path (FP8SCALE_HAS_F2FP_ROUNDING).
 template <class In>
 __global__ void packWithLibrary(const float* in, std::uint32_t* packed, float* rounded, int vecs, int* hardware) {
   const int v = blockIdx.x * blockDim.x + threadIdx.x;
-#if defined(FP8SCALE_F2FP_ROUNDING)
+#if FP8SCALE_HAS_F2FP_ROUNDING
   if (v == 0) *hardware = 1;
 #endif
   if (v >= vecs) return;

@@ -130,64 +130,7 @@ inline Status allreduceErrorStatus(const AllreduceErrorRecord& e) {
 #if defined(FP8SCALE_HAS_DEVICE)
 namespace detail {
 
-// ---- System-scope flag accesses and a clock -----------------------------------
-
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeReleaseSystem(std::uint64_t* p, std::uint64_t v) {
-#if defined(FP8SCALE_PLATFORM_HIP)
-  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
-#else
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-#endif
-}
-
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE std::uint64_t loadAcquireSystem(const std::uint64_t* p) {
-#if defined(FP8SCALE_PLATFORM_HIP)
-  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
-#else
-  std::uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-#endif
-}
-
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeRelaxedSystem(std::uint32_t* p, std::uint32_t v) {
-#if defined(FP8SCALE_PLATFORM_HIP)
-  __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
-#else
-  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-#endif
-}
-
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE std::uint32_t loadRelaxedSystem(const std::uint32_t* p) {
-#if defined(FP8SCALE_PLATFORM_HIP)
-  return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
-#else
-  std::uint32_t v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-#endif
-}
-
-/// Nanoseconds from a free-running device clock (%globaltimer on NVIDIA; the
-/// 100 MHz s_memrealtime counter on AMD), for spin limits only.
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE std::uint64_t deviceNanoseconds() {
-#if defined(FP8SCALE_PLATFORM_HIP)
-  return __builtin_amdgcn_s_memrealtime() * 10u;
-#else
-  std::uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-#endif
-}
-
-/// A short pause between polls, after the first ones.
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void spinPause() {
-#if defined(FP8SCALE_PLATFORM_HIP)
-  __builtin_amdgcn_s_sleep(1);
-#else
-  __nanosleep(64);
-#endif
-}
+// System-scope flag accesses, the clock and spinPause(): platform.hpp.
 
 /// What a block needs to take part in barriers: the rank table (every
 /// rank's pad, as this rank addresses it) and the call's arrival value.

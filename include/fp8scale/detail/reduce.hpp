@@ -28,9 +28,6 @@ struct MaxIgnoreNaN {
 };
 
 // kWarpSize (platform.hpp): 64 on gfx9, 32 on NVIDIA.
-#if defined(FP8SCALE_PLATFORM_HIP) && defined(__AMDGCN_WAVEFRONT_SIZE)
-static_assert(__AMDGCN_WAVEFRONT_SIZE == kWarpSize, "fp8scale's AMD kernels are written for wave64 (gfx9)");
-#endif
 
 /// Max over each aligned run of kLanes lanes (a power of two <= the warp
 /// size), broadcast to all kLanes lanes. All lanes of the run must call it.

@@ -73,12 +73,6 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadVec(const In* src, float* out) {
   unpackVec<In>(loadRaw(src), out);
 }
 
-/// Defined in a device pass that rounds to bf16 / fp16 with the hardware
-/// pair conversion in packVec (NVIDIA sm_80+).
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-#define FP8SCALE_F2FP_ROUNDING 1
-#endif
-
 /// kVecElems<In> fp32 values as `In`, rounded to nearest even by the host
 /// rule (numeric.hpp fromFloat), bit for bit, packed in memory order.
 /// On NVIDIA sm_80+ a pair is one cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32
@@ -95,7 +89,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Bytes16 packVec(const float* v) {
     for (int i = 0; i < 4; ++i) b.w[i] = bitCast<std::uint32_t>(v[i]);
     return b;
   } else {
-#if defined(FP8SCALE_F2FP_ROUNDING)
+#if FP8SCALE_HAS_F2FP_ROUNDING
     bool anyNaN = false;
 #pragma unroll
     for (int i = 0; i < 8; ++i) anyNaN |= v[i] != v[i];
