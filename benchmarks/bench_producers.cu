@@ -793,8 +793,8 @@ template <class Load, int kElems, int kDepth, bool T>
 __global__ void __launch_bounds__(256)
     tuneGroupTileKernel(Load load, index_t rows, index_t groups, Fp8Matrix<E4M3FN> q,
                         ScaleView<float, ScaleLayoutFor<T>> scale, float fmax, float eps, int tileRows, int tileGroups) {
-  // The tune entries' views have ld = M: no padding slots, as the launchers pick.
-  detail::groupTile<E4M3FN, ScaleFp32, 128, T, /*kScalePadding=*/false, kElems, kDepth>(
+  static_assert(kDepth == 0 || kDepth == 1, "d0: a block per row tile; d1: blocks looping over row tiles");
+  detail::groupTile<E4M3FN, ScaleFp32, 128, kElems, /*kLoop*/ kDepth == 1>(
       load, rows, groups, q, scale, fmax, eps, tileRows, tileGroups, /*scalesEvictLast=*/false);
 }
 
@@ -805,18 +805,19 @@ template <class Load, int kElems, int kDepth, int kWaves, class Layout, int kThr
 void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix<E4M3FN>& q,
                          const ScaleView<float, Layout>& sv) {
   constexpr bool T = Layout::kColumnMajor;
-  if (detail::scaleHasPadding(sv)) {  // the tune kernels are built without padding code
+  if (sv.hasPadding()) {  // the tune grids have no padding tile
     std::fprintf(stderr, "tune entries take scale views without padding slots (ld = M)\n");
     std::exit(1);
   }
   const auto kernel = tuneGroupTileKernel<Load, kElems, kDepth, T>;
   int resident = 0;
   if (kWaves > 0) BENCH_CHECK(detail::residentBlocks(&resident, kernel, kThreads));
-  dim3 grid;
-  int tileRows = 0, tileGroups = 0;
-  expectOk(detail::groupTileGrid<BFloat16, T>("tune", M, G, 128, kThreads, kElems,
-                                              static_cast<index_t>(resident) * kWaves, grid, tileRows, tileGroups));
-  kernel<<<grid, kThreads, 0, gStream>>>(load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, tileRows, tileGroups);
+  const detail::GroupTileGrid grid =
+      detail::groupTileGrid("tune", T, M, G, 128, kThreads, kElems, static_cast<index_t>(resident) * kWaves, 0,
+                            GroupTilePolicy<BFloat16>::kSectorScales);
+  expectOk(grid.status);
+  kernel<<<dim3(static_cast<unsigned>(grid.gridX), static_cast<unsigned>(grid.gridY)), kThreads, 0, gStream>>>(
+      load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, grid.tileRows, grid.tileGroups);
   BENCH_CHECK(cudaGetLastError());
 }
 
@@ -1021,9 +1022,11 @@ void registerAll(bool quick) {
   reg("rmsnorm_quant/row_major", BM_RmsNormQuant<RowMajor>);
   reg("rmsnorm_quant/col_major", BM_RmsNormQuant<ColMajor>);
   // Programmatic dependent launch: back-to-back calls overlap launch latency.
+  reg("group_quant/row_major/pdl", BM_GroupQuant<RowMajor, true>);
   reg("group_quant/col_major/pdl", BM_GroupQuant<ColMajor, true>);
+  reg("rmsnorm_quant/row_major/pdl", BM_RmsNormQuant<RowMajor, true>);
   reg("rmsnorm_quant/col_major/pdl", BM_RmsNormQuant<ColMajor, true>);
-  // Column-major with ld = align(M, 4): padding slots at M % 4 != 0 (the kernels with padding code).
+  // Column-major with ld = align(M, 4): padding slots at M % 4 != 0 (the launch's padding tile).
   constexpr auto kPlainStores = ScaleStorePolicy::kEvictNormal;
   reg("group_quant/col_major/ld_align4", BM_GroupQuant<ColMajor, false, kPlainStores, false, 4>);
   reg("rmsnorm_quant/col_major/ld_align4", BM_RmsNormQuant<ColMajor, false, kPlainStores, false, 4>);
@@ -1032,6 +1035,8 @@ void registerAll(bool quick) {
       benchmark::RegisterBenchmark("silu_clamp_quant/row_major", BM_SiluClampQuant<RowMajor>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
       benchmark::RegisterBenchmark("silu_clamp_quant/col_major", BM_SiluClampQuant<ColMajor>)
+          ->Args({M, I})->UseManualTime()->Iterations(3);
+      benchmark::RegisterBenchmark("silu_clamp_quant/row_major/pdl", BM_SiluClampQuant<RowMajor, true>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
       benchmark::RegisterBenchmark("silu_clamp_quant/col_major/pdl", BM_SiluClampQuant<ColMajor, true>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
@@ -1053,7 +1058,7 @@ void registerAll(bool quick) {
     }
   // M % 4 == 3: column-major with ld = M (no padding slots) and with
   // ld = align(M, 4) (one padding slot a column, written by the launch's
-  // padding blocks or its last row), against row-major at the same M.
+  // padding tile), against row-major at the same M.
   for (index_t M : kOddRows) {
     if (quick && M != 8191) continue;
     auto odd = [&](const char* name, auto fn) {

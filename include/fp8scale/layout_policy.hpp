@@ -110,8 +110,8 @@ constexpr bool sameBytesAsColMajor(const ScaleView<T, ColMajor>& v, index_t ld) 
 }
 template <class T>
 constexpr bool sameBytesAsColMajor(const ScaleView<T, RowMajor>& v, index_t ld) {
+  if (ld != v.rows() && v.cols() > 0) return false;  // padding slots to write (M == 0 included)
   if (v.empty()) return true;
-  if (ld != v.rows()) return false;  // padding slots would need writing
   // m * rowLd + g == g * M + m for all (m, g): one row (ld == M == 1), or one
   // group with unit row stride.
   return v.rows() == 1 || (v.cols() == 1 && v.ld() == 1);
@@ -171,7 +171,8 @@ Result<ScaleView<T, ColMajor>> materializeHost(ScaleView<T, SrcLayout> src, T* d
   if (!s) return s;
   if (!copy) return out;
   for (index_t g = 0; g < src.cols(); ++g) {
-    for (index_t m = 0; m < ld; ++m) dst[g * ld + m] = m < src.rows() ? src(m, g) : T(0);
+    for (index_t m = 0; m < src.rows(); ++m) out(m, g) = src(m, g);
+    writeScalePadding(out, g, 0, 1);
   }
   return out;
 }
@@ -186,7 +187,8 @@ Result<ScaleView<T, ColMajor>> materializeHost(ScaleView<T, TransposedContiguous
 
 /// Tuning of the relayout kernel: a 32 x 32 tile through shared memory, read
 /// along g (contiguous in row-major) and written along m (contiguous in
-/// column-major), so both global sides are coalesced.
+/// column-major), so both global sides are coalesced. The padding slots are
+/// the tile row past the rows (paddedRowTiles), 32 columns a block.
 struct MaterializePolicy {
   static constexpr int kTile = 32;
   static constexpr int kRowsPerPass = 8;
@@ -207,19 +209,27 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void materializeTile(ScaleView<const T, Src
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
 
-  // Load: lanes walk g. Rows past M (the padding rows) load 0.
+  // Padding: the tile row past the rows writes its columns' slots [M, ld).
+  if (m0 >= src.rows()) {
+    if (isPaddingTile(dst, m0, kTile))
+      for (int c = ty; c < kTile; c += kPass)
+        if (g0 + c < dst.cols()) writeScalePadding(dst, g0 + c, tx, kTile);  // [G][ld]
+    return;  // block-uniform: no thread of the block reaches the barrier
+  }
+
+  // Load: lanes walk g.
   for (int r = ty; r < kTile; r += kPass) {
     const index_t m = m0 + r;
     const index_t g = g0 + tx;
-    tile[r][tx] = (m < src.rows() && g < src.cols()) ? src(m, g) : T(0);  // (M, G)
+    if (m < src.rows() && g < src.cols()) tile[r][tx] = src(m, g);  // (M, G)
   }
   __syncthreads();
 
-  // Store: lanes walk m, over the whole column [0, ld) including padding.
+  // Store: lanes walk m.
   for (int c = ty; c < kTile; c += kPass) {
     const index_t g = g0 + c;
     const index_t m = m0 + tx;
-    if (g < dst.cols() && m < dst.ld()) dst.data()[g * dst.ld() + m] = tile[tx][c];  // [G][ld]
+    if (g < dst.cols() && m < dst.rows()) dst(m, g) = tile[tx][c];  // [G][ld]
   }
 }
 
@@ -246,7 +256,7 @@ Result<ScaleView<T, ColMajor>> materialize(ScaleView<T, SrcLayout> src, T* dst, 
   const Status s = detail::planMaterialize("materialize", src, dst, ld, out, copy);
   if (!s || !copy) return s ? Result<ScaleView<T, ColMajor>>(out) : Result<ScaleView<T, ColMajor>>(s);
   constexpr int kTile = MaterializePolicy::kTile;
-  const index_t tilesM = (ld + kTile - 1) / kTile;
+  const index_t tilesM = paddedRowTiles(out, kTile);
   const index_t tilesG = (src.cols() + kTile - 1) / kTile;
   if (tilesG > 65535)
     return Status::error(StatusCode::kInvalidShape, "materialize", "cols", "too many groups for one launch",

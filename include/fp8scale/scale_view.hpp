@@ -48,6 +48,9 @@ struct RowMajor {
   }
   /// The smallest legal ld for `cols` groups.
   static constexpr index_t minLd(index_t /*rows*/, index_t cols) { return cols; }
+  /// Slots past the last row in each column: none (row-major rows are the
+  /// buffer's outer dimension).
+  FP8SCALE_HOST_DEVICE constexpr index_t paddingRows(index_t /*rows*/) const { return 0; }
 };
 
 /// (m, g) -> g * ld + m. Strides (1, ld). The layout owns the padding slots
@@ -61,6 +64,9 @@ struct ColMajor {
     return (rows == 0 || cols == 0) ? 0 : cols * ld;
   }
   static constexpr index_t minLd(index_t rows, index_t /*cols*/) { return rows; }
+  /// Slots m in [rows, ld) of each column: addressed by offset(m, g) like the
+  /// scales, holding no scale. Every writer of a view sets them to 0.
+  FP8SCALE_HOST_DEVICE constexpr index_t paddingRows(index_t rows) const { return ld - rows; }
 };
 
 /// Column-major bytes [G][M] under a contiguous (M, G) presentation ("P1").
@@ -76,6 +82,7 @@ struct PerTensor {
   FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t, index_t) const { return 0; }
   FP8SCALE_HOST_DEVICE constexpr index_t stride(int) const { return 0; }
   FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t, index_t) const { return 1; }
+  FP8SCALE_HOST_DEVICE constexpr index_t paddingRows(index_t) const { return 0; }
 };
 
 /// Rounds `m` up to a multiple of `alignment` (> 0): align(M, 4) of TMA-aligned
@@ -149,6 +156,14 @@ class ScaleView {
     else return layout_.requiredSpan(rows_, cols_);
   }
 
+  /// Whether the view has padding slots: column-major with ld > rows (for
+  /// instance ld = align(M, 4) with M % 4 != 0, or any ld > 0 at M == 0) and
+  /// at least one column. See writeScalePadding().
+  template <class L = Layout, class = std::enable_if_t<!std::is_same<L, TransposedContiguous>::value>>
+  FP8SCALE_HOST_DEVICE constexpr bool hasPadding() const {
+    return cols_ > 0 && layout_.paddingRows(rows_) > 0;
+  }
+
   /// Element (m, g). Not available on P1 (its strides do not describe its bytes).
   template <class L = Layout, class = std::enable_if_t<!std::is_same<L, TransposedContiguous>::value>>
   FP8SCALE_HOST_DEVICE constexpr T& operator()(index_t m, index_t g) const {
@@ -171,6 +186,58 @@ class ScaleView {
   index_t cols_ = 0;
   Layout layout_{};
 };
+
+// ---------------------------------------------------------------------------
+// Padding slots: one plan, one routine.
+//
+// The slots m in [M, ld) of each column of a column-major view exist in
+// memory but hold no scale; a consumer reading whole TMA rows reads them, so
+// every writer of a view (each producer, materialize, the host references)
+// sets them to 0 and none leaves them to the allocator. The plan is the same
+// everywhere: the padding is the work of one more row tile past the rows,
+// the tile that starts in [M, M + tileRows) (a block-per-row producer: row M;
+// M == 0: the only tile), so a launch covers paddedRowTiles() tiles and the
+// threads that meet that tile call writeScalePadding() for their columns.
+// ---------------------------------------------------------------------------
+
+/// Rows tiles of `tileRows` rows a launch over `v` covers: the tiles holding
+/// its rows, and one for its padding slots when it has any.
+template <class T, class Layout>
+FP8SCALE_HOST_DEVICE constexpr index_t paddedRowTiles(const ScaleView<T, Layout>& v, index_t tileRows) {
+  return (v.rows() + tileRows - 1) / tileRows + (v.hasPadding() ? 1 : 0);
+}
+
+/// Whether the row tile of `tileRows` rows starting at row `tileStart` is the
+/// padding tile of `v` (the one past its rows; only when it has padding).
+template <class T, class Layout>
+FP8SCALE_HOST_DEVICE constexpr bool isPaddingTile(const ScaleView<T, Layout>& v, index_t tileStart,
+                                                  index_t tileRows) {
+  if constexpr (Layout::kColumnMajor) {
+    return tileStart >= v.rows() && tileStart - v.rows() < tileRows && v.hasPadding();
+  } else {
+    (void)v;
+    (void)tileStart;
+    (void)tileRows;
+    return false;
+  }
+}
+
+/// Writes 0 to the padding slots M + first, M + first + stride, ... (< ld)
+/// of column g of `v`; nothing for layouts without padding. The threads of
+/// a padding tile split a column's slots between them by `first` and
+/// `stride`.
+template <class T, class Layout>
+FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void writeScalePadding(const ScaleView<T, Layout>& v, index_t g,
+                                                                 index_t first, index_t stride) {
+  if constexpr (Layout::kColumnMajor) {
+    for (index_t m = v.rows() + first; m < v.ld(); m += stride) v.data()[v.layout().offset(m, g)] = T(0);  // [G][ld]
+  } else {
+    (void)v;
+    (void)g;
+    (void)first;
+    (void)stride;
+  }
+}
 
 template <class T, class Layout>
 Result<ScaleView<T, Layout>> ScaleView<T, Layout>::make(T* data, index_t rows, index_t cols, Layout layout) {

@@ -230,8 +230,8 @@ inline index_t contractLd(index_t M) { return M % 2 ? alignUp(M, 4) : M; }
 /// The rows just below and at the group-tile producers' small-grid boundary
 /// on this device, for `groups` groups of `groupSize` `In` values a row: the
 /// largest M whose full-size grid (GroupTilePolicy::kThreads-thread blocks of
-/// kElems values) is small by detail::isSmallGroupTileGrid, the launcher's
-/// own rule, so that it runs the small-grid kernel, and M + 1, which runs the full-size
+/// kElems values) has fewer blocks than the device has SMs, the launch
+/// plan's rule (planGroupTile), so that it runs the small-grid kernel, and M + 1, which runs the full-size
 /// one; for each scale layout (their tiles differ), deduplicated. Taken from
 /// the device, so the boundary is tested whatever its SM count.
 template <class In>
@@ -240,16 +240,15 @@ std::vector<index_t> smallGridBoundaryRows(index_t groups, int groupSize) {
   EXPECT_EQ(detail::cachedSmCount(&sms, &device), kDeviceSuccess);
   std::vector<index_t> rows;
   auto blocks = [&](auto transpose, index_t M) {
-    dim3 grid;
-    int tileRows = 0, tileGroups = 0;
-    EXPECT_TRUE((detail::groupTileGrid<In, decltype(transpose)::value>(
-        "test", M, groups, groupSize, GroupTilePolicy<In>::kThreads, GroupTilePolicy<In>::kElems, 0, grid, tileRows,
-        tileGroups)));
-    return static_cast<index_t>(grid.x) * grid.y;
+    const detail::GroupTileGrid grid =
+        detail::groupTileGrid("test", decltype(transpose)::value, M, groups, groupSize, GroupTilePolicy<In>::kThreads,
+                              GroupTilePolicy<In>::kElems, 0, 0, GroupTilePolicy<In>::kSectorScales);
+    EXPECT_TRUE(grid.status.isOk());
+    return grid.gridX * grid.gridY;
   };
   auto add = [&](auto transpose) {
     index_t M = 1;
-    while (detail::isSmallGroupTileGrid(blocks(transpose, M + 1), sms)) ++M;
+    while (blocks(transpose, M + 1) < sms) ++M;
     for (index_t r : {M, M + 1})
       if (std::find(rows.begin(), rows.end(), r) == rows.end()) rows.push_back(r);
   };

@@ -70,12 +70,12 @@ TYPED_TEST(GroupQuantDevice, BothSidesOfTheSmallGridBoundary) {
 
 // The kernel whose blocks loop over row tiles (grids above two waves of the
 // device: M = 4096 at K = 7168 on any GPU of up to 170 SMs), with column-major
-// ld = M (the kernels without padding code) and ld > M (with it): the
-// launcher instantiates each kernel shape both ways (scaleHasPadding). Also
-// with groups of 32 and 64 (more lanes' slices a group tile, other tiles).
+// ld = M (no padding tile) and ld > M (the block whose loop reaches the
+// padding tile writes it). Also with groups of 32 and 64 (more lanes' slices
+// a group tile, other tiles).
 TYPED_TEST(GroupQuantDevice, RowLoopingKernelWithAndWithoutScalePadding) {
-  // ld = M + 20: more padding slots a column than a group has lanes, so the
-  // owning group's lanes loop.
+  // ld = M + 20: more padding slots a column than the padding tile has
+  // threads a column, so they loop.
   for (index_t ld : {4096, 4099, 4116}) runGroupQuantCase<TypeParam>(4096, 7168, 128, static_cast<unsigned>(ld), ld);
   for (int groupSize : {32, 64}) runGroupQuantCase<TypeParam>(4095, 7168, groupSize, 7u, 4096);
 }
@@ -156,7 +156,7 @@ TEST_F(GroupQuantDeviceShapes, TransposedHeadMajorInputEqualsItsDenseCopy) {
 }
 
 // M == 0 with a column-major view of ld > 0 (a graph's preallocated buffer):
-// every slot is padding and is cleared, with no kernel launched.
+// every slot is padding, written by the padding tile (the only work launched).
 TEST_F(GroupQuantDeviceShapes, EmptyBatchClearsAPaddedColumnMajorBuffer) {
   const index_t G = 56, ld = 8;
   DeviceBuffer<float> ds(G * ld);

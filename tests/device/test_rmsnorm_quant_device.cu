@@ -362,7 +362,7 @@ TEST_F(FusedQuantDeviceShapes, QuantizationIsBitExactOnTheDevicesOwnNormalizedVa
 // row at M = 2 and 6 and for K = 512 at every M, the large-M kernel at
 // kRowsMinRows + 2 for K = 4096, long rows at K = 16384), with
 // column-major ld = align(M, 4) at M % 4 == 2 (two padding slots a column,
-// written by the padding block, or on AMD by the row loop's last row): the contract
+// written by the padding row's block, or on AMD by the row-loop block that reaches row M): the contract
 // (checkTransposeContract), and each group's fp8 and scale equal to the host
 // quantization of the device's own normalized fp32 values (In = float, so
 // normOut holds exactly the values the kernel quantized).
@@ -487,8 +487,8 @@ TEST_F(FusedQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
 // the in-place residual and normOut must match byte for byte, NaN payloads
 // included. For the row loop M is past one wave of blocks, so that each
 // block loops over several rows; column-major views have ld = align(M, 4),
-// whose padding the row loop's last row writes and the launcher's padding
-// block. Outputs are filled with garbage first.
+// whose padding the row-loop block that reaches row M writes, and the
+// launcher's padding row's block. Outputs are filled with garbage first.
 
 /// One RMSNorm call on x[M, K] (and residual r0 when withResidual), by
 /// `other(in, q, view)` (returns its Status; view is a RowMajor or ColMajor

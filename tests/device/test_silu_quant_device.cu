@@ -82,28 +82,29 @@ TYPED_TEST(SiluClampQuantDevice, BothSidesOfTheSmallGridBoundary) {
 
 /// One launch of siluClampQuantKernel with kElems values a thread in
 /// GroupTilePolicy::kSmallGridThreads-thread blocks, its grid and tile sized
-/// as the launcher sizes a small grid (views without padding slots).
+/// as the launcher sizes a small grid (with the padding tile of a padded view).
 template <class In, class Format, class Rule, int kGroup, int kElems, class Layout>
 void launchSiluSlices(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale) {
   constexpr bool T = Layout::kColumnMajor;
   constexpr int kThreads = GroupTilePolicy<In>::kSmallGridThreads;
-  dim3 grid;
-  int tileRows = 0, tileGroups = 0;
-  ASSERT_TRUE((detail::groupTileGrid<In, T>("test", in.rows, in.intermediate / kGroup, kGroup, kThreads, kElems, 0,
-                                            grid, tileRows, tileGroups)));
-  detail::siluClampQuantKernel<In, Format, Rule, kGroup, T, /*kScalePadding*/ false, kElems>
-      <<<grid, kThreads>>>(in, q, scale, Format::kMax, kDefaultAmaxEps, tileRows, tileGroups, false);
+  const detail::GroupTileGrid grid =
+      detail::groupTileGrid("test", T, in.rows, in.intermediate / kGroup, kGroup, kThreads, kElems, 0,
+                            scale.hasPadding() ? 1 : 0, GroupTilePolicy<In>::kSectorScales);
+  ASSERT_TRUE(grid.status.isOk());
+  detail::siluClampQuantKernel<In, Format, Rule, kGroup, T, kElems>
+      <<<dim3(static_cast<unsigned>(grid.gridX), static_cast<unsigned>(grid.gridY)), kThreads>>>(
+          in, q, scale, Format::kMax, kDefaultAmaxEps, grid.tileRows, grid.tileGroups, false);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 // The launcher's small-grid slices: 4 values a thread for SiLU-clamp, one
 // 16-byte vector for group quant (GroupTilePolicy).
-static_assert(detail::SiluClampQuantKernelFor<BFloat16, E4M3FN, true>::Of<ScaleFp32, 128, false>::kSmallGridElems ==
+static_assert(detail::SiluClampQuantKernelFor<BFloat16, E4M3FN, true>::Of<ScaleFp32, 128>::kSmallGridElems ==
                   4,
               "SiLU-clamp's small grids take half a vector of bf16");
-static_assert(detail::SiluClampQuantKernelFor<float, E4M3FN, false>::Of<ScaleFp32, 32, false>::kSmallGridElems == 4,
+static_assert(detail::SiluClampQuantKernelFor<float, E4M3FN, false>::Of<ScaleFp32, 32>::kSmallGridElems == 4,
               "and one vector of fp32");
-static_assert(detail::GroupQuantKernelFor<BFloat16, E4M3FN, true>::Of<ScaleFp32, 128, false>::kSmallGridElems == 8,
+static_assert(detail::GroupQuantKernelFor<BFloat16, E4M3FN, true>::Of<ScaleFp32, 128>::kSmallGridElems == 8,
               "group quant's small grids take one vector");
 
 // SiLU-clamp's small-grid slices (4 values a thread: half a vector, a group

@@ -33,7 +33,7 @@ TEST(GroupTile, TilesArePowersOfTwoThatFillTheBlock) {
     for (fp8scale::index_t rows : {1, 2, 3, 5, 8, 9, 100, 65536})
       for (fp8scale::index_t groups : {1, 2, 3, 7, 16, 56, 128, 1000}) {
         int tr = 0, tg = 0;
-        fp8scale::detail::chooseTile<true>(slots, 8, rows, groups, tr, tg);
+        fp8scale::detail::chooseTile(true, slots, 8, rows, groups, tr, tg);
         EXPECT_TRUE(isPow2(tr) && isPow2(tg) && tr * tg == slots) << slots << " " << rows << " " << groups;
         if (rows >= 8 && slots >= 8) {  // column-major: >= 8 rows = whole 32-byte sectors of scales
           EXPECT_GE(tr, 8);
@@ -44,7 +44,7 @@ TEST(GroupTile, TilesArePowersOfTwoThatFillTheBlock) {
         if (slots < 8 && rows >= slots) {
           EXPECT_EQ(tr, slots) << "fewer slots than a sector: all of them along the rows";
         }
-        fp8scale::detail::chooseTile<false>(slots, 8, rows, groups, tr, tg);
+        fp8scale::detail::chooseTile(false, slots, 8, rows, groups, tr, tg);
         EXPECT_TRUE(isPow2(tr) && isPow2(tg) && tr * tg == slots) << slots << " " << rows << " " << groups;
         if (rows == 1) {
           EXPECT_EQ(tr, 1) << "one row: the whole block spans groups";
@@ -125,3 +125,87 @@ TEST(RmsNormLaunchPlan, BlocksFollowTheRowAndThePolicy) {
              Policy::kStagedThreads, "one row more");
 }
 
+
+namespace {
+// Device facts of an H200-like device for the group-tile plan: 132 SMs, 6
+// blocks of the tile kernel and 4 of the looping kernel an SM. Counts its
+// questions, so the tests see which facts a plan needed.
+struct FakeFacts {
+  int smCount = 132;
+  mutable int asked = 0;
+  constexpr int sms() const { return ++asked, smCount; }
+  constexpr int resident(bool looping) const { return ++asked, (looping ? 4 : 6) * smCount; }
+};
+}  // namespace
+
+// The group-tile plan (planGroupTile): small grids take the small-grid
+// block and width, grids past kLoopFreeMaxWaves x what the device holds loop
+// when the producer does, a padded view adds the padding tile to every grid
+// but the looping one, and a launch with nothing to write plans nothing.
+TEST(GroupTileLaunchPlan, KernelGridAndPaddingFollowTheShape) {
+  using fp8scale::BFloat16;
+  using fp8scale::index_t;
+  using fp8scale::detail::GroupTileKernel;
+  using fp8scale::detail::planGroupTile;
+  using Policy = fp8scale::GroupTilePolicy<BFloat16>;
+  const FakeFacts facts;
+  const auto plan = [&](index_t M, index_t G, bool colMajor, bool padded, int loopWaves) {
+    return planGroupTile<BFloat16>("test", M, G, 128, colMajor, padded, Policy::kSmallGridElems, loopWaves, facts);
+  };
+  static_assert(planGroupTile<BFloat16>("test", 0, 56, 128, true, false, 8, 1, FakeFacts{}).kernel ==
+                    GroupTileKernel::kNone,
+                "M = 0 without padding: nothing");
+
+  // Decode: M = 1, K = 7168 (56 groups) is 2 blocks of 256 threads: small.
+  auto p = plan(1, 56, false, false, 1);
+  EXPECT_EQ(p.kernel, GroupTileKernel::kSmallGrid);
+  EXPECT_EQ(p.threads, Policy::kSmallGridThreads);
+  EXPECT_EQ(p.elems, Policy::kSmallGridElems);
+  EXPECT_EQ(p.grid.tileRows, 1);
+  EXPECT_EQ(p.grid.tileGroups, 8);  // 128 threads of one vector: 8 groups of 128
+  EXPECT_EQ(p.grid.gridX, 1);
+  EXPECT_EQ(p.grid.gridY, 7);
+  // The same with ld = align(1, 4): one more row tile, the padding tile.
+  p = plan(1, 56, true, true, 1);
+  EXPECT_EQ(p.kernel, GroupTileKernel::kSmallGrid);
+  EXPECT_EQ(p.grid.gridX, 2);
+  // M = 0 with padding: the padding tile alone.
+  p = plan(0, 56, true, true, 1);
+  EXPECT_NE(p.kernel, GroupTileKernel::kNone);
+  EXPECT_EQ(p.grid.gridX, 1);
+  EXPECT_EQ(plan(5, 0, true, true, 1).kernel, GroupTileKernel::kNone) << "no groups: no scales, no padding";
+
+  // M = 512 fills the SMs: the tile kernel, a block per row tile.
+  p = plan(512, 56, true, false, 1);
+  EXPECT_EQ(p.kernel, GroupTileKernel::kTile);
+  EXPECT_EQ(p.threads, Policy::kThreads);
+  EXPECT_EQ(p.grid.tileRows, 8);  // column-major: 8 rows, one 32-byte sector of a column
+  EXPECT_EQ(p.grid.tileGroups, 4);
+  EXPECT_EQ(p.grid.gridX, 64);
+  EXPECT_EQ(plan(512, 56, true, true, 1).grid.gridX, 65);
+
+  // M = 65536 is 8192 x 14 blocks, past 2 x 792: group quant loops on 528
+  // resident blocks (4 x 132), the row-tile axis capped near 528 / 14; no
+  // padding tile (the loop reaches it). SiLU-clamp (no loop) keeps the tile
+  // kernel.
+  p = plan(65536, 56, true, true, 1);
+  EXPECT_EQ(p.kernel, GroupTileKernel::kLoop);
+  EXPECT_LE(p.grid.gridX * p.grid.gridY, 528);
+  EXPECT_EQ(p.grid.gridX, fp8scale::detail::rowTileBlocks(8192, 14, 528));
+  p = plan(65536, 56, true, true, 0);
+  EXPECT_EQ(p.kernel, GroupTileKernel::kTile);
+  EXPECT_EQ(p.grid.gridX, 8193);
+
+  // Facts are asked only when the choice needs them: none for a large grid
+  // of a producer that does not loop.
+  facts.asked = 0;
+  (void)plan(65536, 56, false, false, 0);
+  EXPECT_EQ(facts.asked, 0);
+  (void)plan(1, 56, false, false, 1);
+  EXPECT_EQ(facts.asked, 1) << "the SM count only";
+
+  // Past the grid limits: the error names the argument.
+  p = plan(1, index_t{65536} * 64, false, false, 1);  // 32 groups a block: 131072 group tiles
+  EXPECT_FALSE(p.grid.status.isOk());
+  EXPECT_STREQ(p.grid.status.argument(), "groups");
+}

@@ -174,23 +174,55 @@ TEST(QuantOptionChecks, ScaleStorePolicyIsCheckedAndOffByDefault) {
   EXPECT_STREQ(detail::checkProducerOptions<E4M3FN>("f", a, fmax).argument(), "eps");
 }
 
-// Which kernels a launch picks for its scale view: those with padding code
-// only for a column-major view with padding slots (ld > M); row-major
-// launches instantiate only the kernels without it.
-TEST(ScalePaddingDispatch, PaddingKernelsOnlyForColumnMajorViewsWithPaddingSlots) {
+// Padding slots belong to the column-major layout: a view has them when
+// ld > M and it has columns (M == 0 included), never when row-major; a
+// launch covers one more row tile past the rows for them, and exactly one
+// row tile (the one starting in [M, M + tileRows)) is the padding tile.
+TEST(ScalePadding, APaddedViewHasOnePaddingTilePastItsRows) {
   float buf[64] = {};
-  EXPECT_FALSE(detail::scaleHasPadding(colMajorView(buf, 4, 7, 4).value()));  // ld = M
-  EXPECT_TRUE(detail::scaleHasPadding(colMajorView(buf, 3, 7, 4).value()));   // ld = align(M, 4) > M
-  EXPECT_TRUE(detail::scaleHasPadding(colMajorView(buf, 1, 7, 8).value()));
-  EXPECT_FALSE(detail::scaleHasPadding(rowMajorView(buf, 3, 7).value()));
-  EXPECT_FALSE(detail::scaleHasPadding(rowMajorView(buf, 3, 7, 9).value()));  // a row-major ld > G is no padding
-  auto picked = [](auto padding) {
-    return Status::error(StatusCode::kInvalidValue, "f", decltype(padding)::value ? "padding" : "none", "");
-  };
-  EXPECT_STREQ(detail::dispatchScalePadding(colMajorView(buf, 3, 7, 4).value(), picked).argument(), "padding");
-  EXPECT_STREQ(detail::dispatchScalePadding(colMajorView(buf, 1, 7, 8).value(), picked).argument(), "padding");
-  EXPECT_STREQ(detail::dispatchScalePadding(colMajorView(buf, 4, 7, 4).value(), picked).argument(), "none");
-  EXPECT_STREQ(detail::dispatchScalePadding(rowMajorView(buf, 3, 7, 9).value(), picked).argument(), "none");
+  EXPECT_FALSE(colMajorView(buf, 4, 7, 4).value().hasPadding());  // ld = M
+  EXPECT_TRUE(colMajorView(buf, 3, 7, 4).value().hasPadding());   // ld = align(M, 4) > M
+  EXPECT_TRUE(colMajorView(buf, 1, 7, 8).value().hasPadding());
+  EXPECT_TRUE(colMajorView(buf, 0, 2, 4).value().hasPadding());   // M == 0: all of [G][ld] is padding
+  EXPECT_FALSE(colMajorView(buf, 0, 0, 4).value().hasPadding());  // no columns
+  EXPECT_FALSE(rowMajorView(buf, 3, 7).value().hasPadding());
+  EXPECT_FALSE(rowMajorView(buf, 3, 7, 9).value().hasPadding());  // a row-major ld > G is no padding
+  EXPECT_EQ(colMajorView(buf, 3, 7, 4).value().layout().paddingRows(3), 1);
+
+  const auto padded = colMajorView(buf, 17, 2, 20).value();
+  EXPECT_EQ(paddedRowTiles(padded, 8), 4);  // rows 0-7, 8-15, 16; the padding tile at 24
+  EXPECT_EQ(paddedRowTiles(padded, 1), 18);
+  EXPECT_EQ(paddedRowTiles(colMajorView(buf, 16, 2, 16).value(), 8), 2);
+  EXPECT_EQ(paddedRowTiles(rowMajorView(buf, 17, 2).value(), 8), 3);
+  EXPECT_EQ(paddedRowTiles(colMajorView(buf, 0, 2, 4).value(), 8), 1);
+  int tiles = 0;
+  for (index_t start = 0; start < 64; start += 8) tiles += isPaddingTile(padded, start, 8);
+  EXPECT_EQ(tiles, 1);
+  EXPECT_TRUE(isPaddingTile(padded, 24, 8));
+  EXPECT_FALSE(isPaddingTile(padded, 16, 8)) << "the tile holding row 16 is a data tile";
+  EXPECT_TRUE(isPaddingTile(padded, 17, 1));
+  EXPECT_FALSE(isPaddingTile(padded, 18, 1));
+  EXPECT_FALSE(isPaddingTile(colMajorView(buf, 16, 2, 16).value(), 16, 8)) << "ld = M: no padding tile";
+  EXPECT_TRUE(isPaddingTile(colMajorView(buf, 0, 2, 4).value(), 0, 8));
+}
+
+// writeScalePadding writes exactly the slots [M, ld) it is given, 0, and
+// touches neither the scales nor another column.
+TEST(ScalePadding, WriteScalePaddingWritesOnlyPaddingSlots) {
+  float buf[2 * 8];
+  for (float& v : buf) v = -1.0f;
+  const auto view = colMajorView(buf, 5, 2, 8).value();
+  writeScalePadding(view, 1, 0, 2);  // slots 5, 7 of column 1
+  for (int i = 0; i < 16; ++i) {
+    const bool written = i == 8 + 5 || i == 8 + 7;
+    EXPECT_EQ(buf[i], written ? 0.0f : -1.0f) << i;
+  }
+  writeScalePadding(view, 1, 1, 2);  // slot 6
+  EXPECT_EQ(buf[8 + 6], 0.0f);
+  float rm[10];
+  for (float& v : rm) v = -1.0f;
+  writeScalePadding(rowMajorView(rm, 2, 5).value(), 0, 0, 1);
+  for (float v : rm) EXPECT_EQ(v, -1.0f) << "row-major views have no padding";
 }
 
 }  // namespace

@@ -40,10 +40,10 @@ template __global__ void fp8scale::detail::materializeKernel<std::uint8_t, fp8sc
     fp8scale::ScaleView<std::uint8_t, fp8scale::ColMajor>);
 
 // Every producer instantiation: each launcher instantiates its kernels for
-// both scale rules and the three group sizes (and column-major launches both
-// with and without padding code), so these 12 launcher instantiations per
-// producer cover input type x format x rule x group size x TRANSPOSE_SCALE x
-// launch shape x padding (828 producer kernels, 1058 with the rest).
+// both scale rules and the three group sizes (one kernel per shape serves
+// views with and without padding slots), so these 12 launcher instantiations
+// per producer cover input type x format x rule x group size x
+// TRANSPOSE_SCALE x launch shape.
 #include <fp8scale/producers/group_quant.hpp>
 #include <fp8scale/producers/rmsnorm_quant.hpp>
 #include <fp8scale/producers/silu_clamp_quant.hpp>

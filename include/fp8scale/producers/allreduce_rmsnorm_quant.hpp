@@ -198,18 +198,21 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
   if (!allreducePrologue<In, kThreads, kAlgo>(src, bar, in.rows, in.cols, &failed, epoch)) return;
 
   // Epilogue: RMSNorm quant of each of the block's rows on the reduced x.
+  // The block whose next row is M writes the padding slots (writePaddingRow).
   int parity = 0;  // rowSum's buffer, alternating over the block's rows
-  for (index_t m = blockIdx.x; m < in.rows; m += src.blocks) {
+  index_t m = blockIdx.x;
+  for (; m < in.rows; m += src.blocks) {
     if constexpr (kAlgo == AllreduceKernelAlgo::kTwoStage) {
       const auto loadX = [&](int v, float* out) { loadReduced(src, bar.world, in.cols, m, v, out); };
-      rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding*/ TRANSPOSE_SCALE, kThreads,
-                          1>(in, m, loadX, q, scale, fmax, eps, scalesEvictLast, parity);
+      rmsNormQuantRowFrom<In, Format, Rule, kGroup, kThreads, 1>(in, m, loadX, q, scale, fmax, eps, scalesEvictLast,
+                                                                 parity);
     } else {
       const auto loadX = [&](int v, float* out) { sumRanks<kAlgo>(src, bar.world, m, v, out); };
-      rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding*/ TRANSPOSE_SCALE, kThreads,
-                          1>(in, m, loadX, q, scale, fmax, eps, scalesEvictLast, parity);
+      rmsNormQuantRowFrom<In, Format, Rule, kGroup, kThreads, 1>(in, m, loadX, q, scale, fmax, eps, scalesEvictLast,
+                                                                 parity);
     }
   }
+  writePaddingRow(scale, m);
 
   // End (one-stage): no rank returns while a peer may still read its partial.
   // Two-stage needs none: partials are read before the mid barrier only, and
@@ -446,8 +449,9 @@ Status launchAllreduceRmsNormQuant(const char* fn, const AllreduceCommunicator* 
 /// ('M') when a two-stage message exceeds the buffer; kUnsupportedDevice when
 /// the grids cannot be co-resident. Faults during the call (a peer that does
 /// not arrive, a peer with another shape): comm.checkErrors().
-/// M == 0 launches nothing on any rank (a column-major view's padding is
-/// cleared with a memset). opt.programmaticLaunch is ignored (a spin-waiting
+/// M == 0 communicates with no rank: a column-major view's padding slots are
+/// written by rmsNormQuant's padding row on this rank's stream, and nothing
+/// is launched without them. opt.programmaticLaunch is ignored (a spin-waiting
 /// grid is not launched ahead of its stream's previous kernel).
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuant(const AllreduceCommunicator& comm,
@@ -467,8 +471,10 @@ Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuant(const AllreduceCom
       !s)
     return s;
   QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
-  if (in.rows == 0 || in.cols == 0) {
-    if (Status s = detail::clearEmptyScalePadding(fn, scale, stream); !s) return s;
+  if (in.rows == 0 || in.cols == 0) {  // nothing to reduce: the padding row alone, as rmsNormQuant writes it
+    QuantOptions plain = opt;
+    plain.programmaticLaunch = false;
+    if (Status s = rmsNormQuant<Format>(in, q, scale, plain, stream).status(); !s) return s;
     return out;
   }
   detail::AllreduceSources<In> src;
@@ -518,8 +524,10 @@ Result<QuantizedTensor<Format, Layout>> gatheredRmsNormQuant(const RmsNormQuantI
     if (Status s = detail::checkAligned(fn, "stage", stage, 16); !s) return s;
   }
   QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
-  if (in.rows == 0 || in.cols == 0) {
-    if (Status s = detail::clearEmptyScalePadding(fn, scale, stream); !s) return s;
+  if (in.rows == 0 || in.cols == 0) {  // nothing to reduce: the padding row alone, as rmsNormQuant writes it
+    QuantOptions plain = opt;
+    plain.programmaticLaunch = false;
+    if (Status s = rmsNormQuant<Format>(in, q, scale, plain, stream).status(); !s) return s;
     return out;
   }
   detail::AllreduceSources<In> src;

@@ -99,13 +99,6 @@ inline Status dispatchRuleAndGroup(ScaleRule rule, int groupSize, F&& f) {
   return rule == ScaleRule::kUE8M0 ? byGroup(ScaleUE8M0{}) : byGroup(ScaleFp32{});
 }
 
-/// Whether a producer's scale view has padding slots [M, ld) to write: a
-/// column-major view with ld > M (e.g. ld = align(M, 4) for M % 4 != 0).
-template <class Layout>
-FP8SCALE_HOST_DEVICE constexpr bool scaleHasPadding(const ScaleView<float, Layout>& scale) {
-  return Layout::kColumnMajor && scale.ld() > scale.rows();
-}
-
 #if defined(FP8SCALE_HAS_DEVICE)
 
 /// One group's slice in this thread: reduces amax over the kLanes lanes that
@@ -154,91 +147,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layo
   *p = s;
 }
 
-/// Whether the group of row m writes its column's padding slots: the view
-/// is column-major with ld > M and m = M - 1 (the kernels that loop over
-/// rows: group quant's capped grid, RMSNorm's rows kernel, the fused
-/// allreduce; kernels of a block per row or row tile leave the padding to a
-/// padding block instead: zeroScalePadding). Always false for
-/// kScalePadding = false, which a launcher instantiates only for views
-/// without padding slots (scaleHasPadding), so that those kernels hold no
-/// padding code at all: on the H200 that code alone, never executed with
-/// ld = M, cost column-major group quant 0.05-0.07 us (3-5%) at M <= 8
-/// (benchmarks/results/h200_round5.txt). kScalePadding = true is right for
-/// any view. The group-tile producers evaluate it before the group's
-/// arithmetic and write the padding before the scale: the view's rows and ld
-/// (parameter loads) then stay off the end of the dependency chain
-/// (benchmarks/results/h200_round4_tries.txt, part 6).
-template <bool kScalePadding, class Layout>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE bool ownsScalePadding(const ScaleView<float, Layout>& scale, index_t m) {
-  if constexpr (Layout::kColumnMajor && kScalePadding) {
-    return m == scale.rows() - 1 && scaleHasPadding(scale);
-  } else {
-    (void)scale;
-    (void)m;
-    return false;
-  }
-}
-
-/// Padding slots M + first, M + first + stride, ... (< ld) of column g of a
-/// column-major view written 0; nothing for row-major views. The callers
-/// cover [M, ld) of every column between them, so no slot is left to the
-/// allocator:
-///   - the group that owns the padding in kernels that loop over rows
-///     (ownsScalePadding): its kLanes lanes, first = lane, stride = kLanes;
-///   - groupTile's padding column of blocks: each (row, lane) of the tile,
-///     as the tile's own scale stores are mapped, stride = the tile's rows x
-///     kLanes;
-///   - RMSNorm's padding block: a thread per column, first = 0, stride = 1.
-/// No division: on the H200 the earlier padding blocks (their slots
-/// enumerated flat and split by a 64-bit division) cost column-major
-/// SiLU-clamp with ld = align(M, 4) 2.6% / 2.1% over ld = M at M = 2047 /
-/// 8191, although only those blocks ran that code; this form, -1.2% /
-/// +0.8% (benchmarks/results/h200_round6.txt, parts 2-3).
-template <class Layout>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void zeroScalePadding(const ScaleView<float, Layout>& scale, index_t g,
-                                                           index_t first, index_t stride) {
-  if constexpr (Layout::kColumnMajor) {
-    float* column = scale.data() + g * scale.ld();  // [G][ld], slots [M, ld)
-    for (index_t p = scale.rows() + first; p < scale.ld(); p += stride) column[p] = 0.0f;
-  } else {
-    (void)scale;
-    (void)g;
-    (void)first;
-    (void)stride;
-  }
-}
-
 #endif  // FP8SCALE_HAS_DEVICE
-
-/// Calls f(std::bool_constant<kScalePadding>{}) with kScalePadding =
-/// scaleHasPadding(scale): the launch's kernels are chosen from the view they
-/// are given, so a launch cannot pair a padded view with a kernel without
-/// padding code. A row-major view instantiates only false.
-template <class Layout, class F>
-inline Status dispatchScalePadding(const ScaleView<float, Layout>& scale, F&& f) {
-  if constexpr (Layout::kColumnMajor) {
-    if (scaleHasPadding(scale)) return f(std::true_type{});
-  }
-  (void)scale;
-  return f(std::false_type{});
-}
-
-/// M == 0 with a column-major view of ld > 0: the whole [G][ld] buffer is
-/// padding, cleared with one memset (no kernel). Nothing otherwise.
-template <class Layout>
-inline Status clearEmptyScalePadding(const char* fn, const ScaleView<float, Layout>& scale, Stream stream) {
-  if constexpr (Layout::kColumnMajor) {
-    if (scale.rows() == 0 && scale.cols() > 0 && scale.ld() > 0) {
-      const DeviceError e = deviceMemsetAsync(scale.data(), 0, static_cast<std::size_t>(scale.cols() * scale.ld()) *
-                                                                   sizeof(float), stream);
-      if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
-    }
-  }
-  (void)fn;
-  (void)scale;
-  (void)stream;
-  return Status::ok();
-}
 
 }  // namespace detail
 }  // namespace fp8scale

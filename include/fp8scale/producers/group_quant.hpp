@@ -70,8 +70,8 @@ struct GroupTilePolicy {
   /// Group quant: grids up to kLoopFreeMaxWaves x what the device runs at
   /// once run a block per row tile (40 registers); larger grids are capped
   /// at kGroupQuantWaves x the resident blocks of a kernel whose blocks loop
-  /// over row tiles with the next tile's raw bytes in flight (groupTile,
-  /// ring depth kGroupQuantDepth, 54 registers), which evens out the last
+  /// over row tiles with the next tile's raw bytes in flight (groupTile with
+  /// kLoop, 54 registers), which evens out the last
   /// wave. SiLU-clamp: always a block per row tile.
   /// H200, K = 7168 / I = 2048, fraction of the copy bandwidth at M = 2048 /
   /// 8192 / 65536 (tune/ entries of benchmarks/results/
@@ -130,8 +130,6 @@ struct GroupTilePolicy {
   /// 1.37 -> 1.37 us at M = 1 and 1.70 -> 1.86 at M = 64.
   static constexpr int kSiluSmallGridElems = 4;
   static constexpr int kGroupQuantWaves = 1;
-  static constexpr int kGroupQuantDepth = 1;
-  static_assert(kGroupQuantDepth > 0, "the capped-grid kernel loops");
 };
 
 namespace detail {
@@ -151,36 +149,30 @@ constexpr index_t kSmallGridQueryBlocks = 1024;
 namespace detail {
 
 /// The smallest power of two >= n, capped at cap (a power of two).
-inline int powerOfTwoAtLeast(index_t n, int cap) {
+constexpr int powerOfTwoAtLeast(index_t n, int cap) {
   int p = 1;
   while (p < n && p < cap) p *= 2;
   return p;
 }
 
 /// Picks the (rows x groups) tile of one block of `slots` group slices: the
-/// scale layout's contiguous dimension `sector` wide when the shape allows,
-/// narrower along a dimension the tensor does not fill (M = 1 gets one row of
-/// `slots` groups, not `sector` rows of which one is used).
-template <bool TRANSPOSE_SCALE>
-inline void chooseTile(int slots, int sector, index_t rows, index_t groups, int& tileRows, int& tileGroups) {
-  const int fitRows = powerOfTwoAtLeast(rows, slots);
-  const int fitGroups = powerOfTwoAtLeast(groups, slots);
+/// scale layout's contiguous dimension (rows when `rowsFastest`, i.e.
+/// column-major scales; groups otherwise) `sector` wide when the shape
+/// allows, narrower along a dimension the tensor does not fill (M = 1 gets
+/// one row of `slots` groups, not `sector` rows of which one is used).
+constexpr void chooseTile(bool rowsFastest, int slots, int sector, index_t rows, index_t groups, int& tileRows,
+                          int& tileGroups) {
+  const int fitFast = powerOfTwoAtLeast(rowsFastest ? rows : groups, slots);
+  const int fitSlow = powerOfTwoAtLeast(rowsFastest ? groups : rows, slots);
   const int edge = sector < slots ? sector : slots;
-  if (TRANSPOSE_SCALE) {  // rows are contiguous in [G][ld] scale memory
-    tileRows = edge < fitRows ? edge : fitRows;
-    tileGroups = slots / tileRows;
-    if (tileGroups > fitGroups) {
-      tileGroups = fitGroups;
-      tileRows = slots / tileGroups;
-    }
-  } else {  // groups are contiguous in [M][ld] scale memory
-    tileGroups = edge < fitGroups ? edge : fitGroups;
-    tileRows = slots / tileGroups;
-    if (tileRows > fitRows) {
-      tileRows = fitRows;
-      tileGroups = slots / tileRows;
-    }
+  int fast = edge < fitFast ? edge : fitFast;
+  int slow = slots / fast;
+  if (slow > fitSlow) {
+    slow = fitSlow;
+    fast = slots / slow;
   }
+  tileRows = rowsFastest ? fast : slow;
+  tileGroups = rowsFastest ? slow : fast;
 }
 
 /// Blocks along the row-tile axis of a group-tile grid with `groupTiles`
@@ -188,7 +180,7 @@ inline void chooseTile(int slots, int sector, index_t rows, index_t groups, int&
 /// `targetBlocks` blocks (or targetBlocks <= 0); otherwise about
 /// targetBlocks / groupTiles blocks, evened out so that every block loops over
 /// the same number of row tiles (or one fewer).
-inline index_t rowTileBlocks(index_t rowTiles, index_t groupTiles, index_t targetBlocks) {
+constexpr index_t rowTileBlocks(index_t rowTiles, index_t groupTiles, index_t targetBlocks) {
   if (targetBlocks <= 0 || rowTiles * groupTiles <= targetBlocks) return rowTiles;
   const index_t cap = targetBlocks / groupTiles > 1 ? targetBlocks / groupTiles : 1;
   const index_t steps = (rowTiles + cap - 1) / cap;
@@ -261,53 +253,49 @@ struct PlainLoad {
 /// fetch(m, k) (the raw loads of columns [k, k + kElems) of row m) and
 /// values(raw, v) (their fp32 values). Block (blockIdx.x, blockIdx.y) owns
 /// groups [y * tileGroups, ...) of the row tiles x, x + gridDim.x, ...: a 2-D
-/// grid, so no thread divides to find its tile. When the grid holds fewer row
-/// tiles than the tensor (large M: groupTileGrid caps it near what the device
-/// runs at once), each thread keeps the raw bytes of its next kDepth tiles
-/// in flight while it quantizes the current one, so its loads overlap the
-/// reduction and the stores. kDepth = 0: one row tile per block, no loop
-/// (the grid must not be capped). (Two slices a thread converted to fp32 up front
-/// measured 6-12% slower on the H200: 59-63 registers halve the resident warps.)
-/// scalesEvictLast: storeScale's L2 policy (ScaleStorePolicy resolved).
-/// kScalePadding (false: the view has no padding slots): with kDepth = 0
-/// the grid has one more column of blocks (blockIdx.x = gridDim.x - 1),
-/// block y writing the padding of group tile y's columns (zeroScalePadding,
-/// its threads mapped to the slots as a tile's are to its scales); with
-/// kDepth > 0 (a capped grid, where extra blocks would wait for slots and
-/// lengthen the tail) the last row's groups do (ownsScalePadding).
-template <class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kElems, int kDepth,
-          class Load>
+/// grid, so no thread divides to find its tile. kLoop false: one row tile a
+/// block (the grid covers every tile). kLoop true (large M: the grid is
+/// capped near what the device runs at once): each block loops over its row
+/// tiles, each thread holding the raw bytes of its next tile in flight while
+/// it quantizes the current one, so its loads overlap the reduction and the
+/// stores. (Two slices a thread converted to fp32 up front measured 6-12%
+/// slower on the H200: 59-63 registers halve the resident warps.) Padding
+/// slots of a column-major view: the row tile past the rows
+/// (paddedRowTiles) writes them, each of its (row, lane) threads a slot of
+/// its column as a tile's threads are mapped to its scales; with kLoop the
+/// block whose loop reaches that tile does. scalesEvictLast: storeScale's L2
+/// policy (ScaleStorePolicy resolved).
+template <class Format, class Rule, int kGroup, int kElems, bool kLoop, class Load, class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t rows, index_t groups,
-                                                    Fp8Matrix<Format> q,
-                                                    ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                    float fmax, float eps, int tileRows, int tileGroups,
-                                                    bool scalesEvictLast) {
+                                                    Fp8Matrix<Format> q, ScaleView<float, Layout> scale, float fmax,
+                                                    float eps, int tileRows, int tileGroups, bool scalesEvictLast) {
   constexpr int kLanes = kGroup / kElems;  // threads per group
   static_assert(kGroup % kElems == 0, "a group is a whole number of thread slices");
-  static_assert(TRANSPOSE_SCALE || !kScalePadding, "row-major views have no padding slots");
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
   const int slot = static_cast<int>(threadIdx.x) / kLanes;
 
   // Tile coordinates; the scale layout's contiguous dimension is fastest.
   // tileRows and tileGroups are powers of two (chooseTile): mask and shift.
-  const int r = TRANSPOSE_SCALE ? slot & (tileRows - 1) : slot >> __popc(tileGroups - 1);
-  const int c = TRANSPOSE_SCALE ? slot >> __popc(tileRows - 1) : slot & (tileGroups - 1);
+  constexpr bool kRowsFastest = Layout::kColumnMajor;  // rows are contiguous in [G][ld]
+  const int r = kRowsFastest ? slot & (tileRows - 1) : slot >> __popc(tileGroups - 1);
+  const int c = kRowsFastest ? slot >> __popc(tileRows - 1) : slot & (tileGroups - 1);
   index_t m = static_cast<index_t>(blockIdx.x) * tileRows + r;
   const index_t g = static_cast<index_t>(blockIdx.y) * tileGroups + c;
   const index_t rowStep = static_cast<index_t>(gridDim.x) * tileRows;
+  // Past the rows: the padding tile writes its columns' padding slots.
+  const auto pastRows = [&](index_t row) {
+    if (g < groups && isPaddingTile(scale, row - r, tileRows))
+      writeScalePadding(scale, g, static_cast<index_t>(r) * kLanes + lane, static_cast<index_t>(tileRows) * kLanes);
+  };
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
   if (m >= rows || g >= groups) {  // the whole group's lanes leave together
-    if constexpr (kScalePadding && kDepth == 0) {
-      // The padding column of blocks (launchGroupTile): every thread of it is past the rows.
-      if (blockIdx.x == gridDim.x - 1 && g < groups)
-        zeroScalePadding(scale, g, static_cast<index_t>(r) * kLanes + lane, static_cast<index_t>(tileRows) * kLanes);
-    }
+    pastRows(m);
     return;
   }
 
-  if constexpr (kDepth == 0) {  // one row tile per block: the grid is not capped
-    const index_t k = g * kGroup + lane * kElems;
+  const index_t k = g * kGroup + lane * kElems;
+  if constexpr (!kLoop) {  // one row tile per block: the grid is not capped
     float v[kElems];
     load.values(load.template fetch<kElems>(m, k), v);  // (M, K) slice
     const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(m, k), fmax, eps);
@@ -315,193 +303,209 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
     return;
   }
 
-  // A ring of kDepth row tiles' raw loads: slot j is refilled with the tile
-  // kDepth steps ahead as soon as its values are out, before they are
-  // quantized and stored (uniform over the group's lanes).
-  const index_t k = g * kGroup + lane * kElems;
-  using Raw = decltype(load.template fetch<kElems>(m, k));
-  Raw ring[kDepth > 0 ? kDepth : 1];
-#pragma unroll
-  for (int j = 0; j < kDepth; ++j)
-    if (m + j * rowStep < rows) ring[j] = load.template fetch<kElems>(m + j * rowStep, k);  // (M, K) slice
-  for (;; m += kDepth * rowStep) {
-#pragma unroll
-    for (int j = 0; j < kDepth; ++j) {
-      const index_t mj = m + j * rowStep;
-      if (mj >= rows) return;
-      float v[kElems];
-      load.values(ring[j], v);
-      const index_t ahead = mj + kDepth * rowStep;
-      if (ahead < rows) ring[j] = load.template fetch<kElems>(ahead, k);
-
-      // Reduce, scale, convert, store
-      const bool pads = ownsScalePadding<kScalePadding>(scale, mj);
-      const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(mj, k), fmax, eps);
-      if (pads) zeroScalePadding(scale, g, lane, kLanes);
-      if (lane == 0) storeScale(scale, mj, g, s, scalesEvictLast);  // (M, G)
+  // The next row tile's raw loads are issued as soon as this tile's values
+  // are out, before they are quantized and stored (uniform over the group's
+  // lanes).
+  auto raw = load.template fetch<kElems>(m, k);  // (M, K) slice
+  for (;; m += rowStep) {
+    if (m >= rows) {
+      pastRows(m);
+      return;
     }
+    float v[kElems];
+    load.values(raw, v);
+    if (m + rowStep < rows) raw = load.template fetch<kElems>(m + rowStep, k);  // (M, K) slice
+    const float s = quantizeGroupSlice<Format, Rule, kLanes, kElems>(v, &q(m, k), fmax, eps);
+    if (lane == 0) storeScale(scale, m, g, s, scalesEvictLast);  // (M, G)
   }
 }
 
 /// groupTile over x with kElems values a thread (GroupTilePolicy: kElems,
-/// or kSmallGridElems for small grids).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kDepth,
-          int kElems>
+/// or kSmallGridElems for small grids). The mapping type of the scales is
+/// derived from TRANSPOSE_SCALE here, once.
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems, bool kLoop>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     groupQuantKernel(GroupQuantInput<In> in, Fp8Matrix<Format> q,
                      ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps, int tileRows,
                      int tileGroups, bool scalesEvictLast) {
-  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kElems, kDepth>(
-      PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale, fmax, eps, tileRows, tileGroups, scalesEvictLast);
+  groupTile<Format, Rule, kGroup, kElems, kLoop>(PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale, fmax, eps,
+                                                 tileRows, tileGroups, scalesEvictLast);
 }
 
-/// groupQuantKernel for a rule, group size and kScalePadding, in the form
-/// launchGroupTile takes, for kElems values a thread (the launcher sizes each
-/// grid with the kElems it names the kernel by, so a slice width is written
-/// once per path): looping<kElems>() (ring depth kGroupQuantDepth, for capped
-/// grids) and loopFree<kElems>() (a block per row tile; the small-grid kernel
-/// too, with kSmallGridElems = GroupTilePolicy::kSmallGridElems).
+/// Group quant's kernels for a rule and group size, as launchGroupTile names
+/// them: kernel<kElems, kLoop>(); group quant loops on capped grids
+/// (kLoops).
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct GroupQuantKernelFor {
-  template <class Rule, int kGroup, bool kScalePadding>
+  template <class Rule, int kGroup>
   struct Of {
     static constexpr int kSmallGridElems = GroupTilePolicy<In>::kSmallGridElems;
-    template <int kElems>
-    static auto looping() {
-      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding,
-                               GroupTilePolicy<In>::kGroupQuantDepth, kElems>;
-    }
-    template <int kElems>
-    static auto loopFree() {
-      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, 0, kElems>;
+    static constexpr bool kLoops = true;
+    template <int kElems, bool kLoop>
+    static auto kernel() {
+      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kElems, kLoop>;
     }
   };
 };
 
-/// Whether launchGroupTile runs a grid of `blocks` blocks of
-/// GroupTilePolicy::kThreads threads as a small grid on a device of `sms`
-/// SMs: some SMs would get no block.
-constexpr bool isSmallGroupTileGrid(index_t blocks, int sms) { return blocks < sms; }
+#endif  // FP8SCALE_HAS_DEVICE
 
-/// Grid and tile of a group-tile launch of `threads`-thread blocks of
-/// `elems` values a thread: (row-tile blocks, group tiles), the row-tile axis
-/// capped by rowTileBlocks() at `targetBlocks` (<= 0: no cap);
-/// kInvalidShape past the grid limits.
-template <class In, bool TRANSPOSE_SCALE>
-inline Status groupTileGrid(const char* fn, index_t rows, index_t groups, int groupSize, int threads, int elems,
-                            index_t targetBlocks, dim3& grid, int& tileRows, int& tileGroups) {
-  using Policy = GroupTilePolicy<In>;
+/// The grid of a group-tile launch: (gridX row-tile blocks, gridY group
+/// tiles) of tileRows x tileGroups groups a block; `status` kInvalidShape
+/// (naming 'groups' or 'M') past the grid limits.
+struct GroupTileGrid {
+  index_t gridX = 0;
+  index_t gridY = 0;
+  int tileRows = 0;
+  int tileGroups = 0;
+  Status status;
+};
+
+/// The grid of `threads`-thread blocks of `elems` values a thread over
+/// `rows` x `groups` groups of `groupSize`, the scale layout's contiguous
+/// dimension fastest in the tile (rowsFastest: column-major), the row-tile
+/// axis capped by rowTileBlocks() at `targetBlocks` (<= 0: no cap), plus
+/// `paddingTiles` row tiles past the rows (paddedRowTiles).
+constexpr GroupTileGrid groupTileGrid(const char* fn, bool rowsFastest, index_t rows, index_t groups, int groupSize,
+                                      int threads, int elems, index_t targetBlocks, index_t paddingTiles,
+                                      int sectorScales) {
+  GroupTileGrid t;
   const int slots = threads / (groupSize / elems);
-  chooseTile<TRANSPOSE_SCALE>(slots, Policy::kSectorScales, rows, groups, tileRows, tileGroups);
-  const index_t rowTiles = (rows + tileRows - 1) / tileRows;
-  const index_t groupTiles = (groups + tileGroups - 1) / tileGroups;
-  if (groupTiles > kMaxGridY)
-    return Status::error(StatusCode::kInvalidShape, fn, "groups", "too many groups per row for one launch", groups,
-                         kMaxGridY * tileGroups);
-  const index_t blocksX = rowTileBlocks(rowTiles, groupTiles, targetBlocks);
-  if (!fitsOneGrid(blocksX, threads))
-    return Status::error(StatusCode::kInvalidShape, fn, "M", "too many rows for one launch", rows);
-  grid = dim3(static_cast<unsigned>(blocksX), static_cast<unsigned>(groupTiles));
-  return Status::ok();
+  chooseTile(rowsFastest, slots, sectorScales, rows, groups, t.tileRows, t.tileGroups);
+  const index_t rowTiles = (rows + t.tileRows - 1) / t.tileRows;
+  t.gridY = (groups + t.tileGroups - 1) / t.tileGroups;
+  if (t.gridY > kMaxGridY) {
+    t.status = Status::error(StatusCode::kInvalidShape, fn, "groups", "too many groups per row for one launch", groups,
+                             kMaxGridY * t.tileGroups);
+    return t;
+  }
+  t.gridX = rowTileBlocks(rowTiles, t.gridY, targetBlocks) + paddingTiles;
+  if (!fitsOneGrid(t.gridX, threads))
+    t.status = Status::error(StatusCode::kInvalidShape, fn, "M", "too many rows for one launch", rows);
+  return t;
 }
 
-/// The launch shared by the group-tile producers, of KernelFor's kernels
-/// with (in, q, scale, fmax, eps, tileRows, tileGroups, scalesEvictLast):
-/// `rows` x `groups` groups, TRANSPOSE_SCALE = the view's layout. The rule x
-/// group-size x padding dispatch picks KernelFor<Rule, kGroup, kScalePadding>
-/// with kScalePadding = scaleHasPadding(scale), so the kernel always suits
-/// the view (a padded launch of a loop-free kernel gets groupTile's padding
-/// column of blocks); then grid, tile and kernel. A grid of at most
-/// GroupTilePolicy::kLoopFreeMaxWaves x the blocks the device runs at once
-/// of KernelFor's loopFree<kElems>() kernel (or any grid when `residentWaves`
-/// <= 0) runs that kernel, a block per row tile; a larger one runs
-/// looping<kElems>() on `residentWaves` x its resident blocks (occupancy
-/// queried once per kernel and device), each block looping over row tiles. A
-/// small grid (isSmallGroupTileGrid; SM count cached per device) runs
-/// loopFree<KernelFor's kSmallGridElems>() in
-/// GroupTilePolicy::kSmallGridThreads-thread blocks, with the tile that many
-/// slots hold. The values a thread given to each kernel are the ones its
-/// grid is sized with.
-template <class In, template <class, int, bool> class KernelFor, class Input, class Format, class Layout>
+/// The kernels a group-tile producer launches (GroupTilePolicy says when).
+enum class GroupTileKernel : std::uint8_t {
+  kNone,       ///< nothing to launch: no groups, or no rows and no padding slots
+  kTile,       ///< a block per row tile: kThreads threads of kElems values
+  kSmallGrid,  ///< a block per row tile: kSmallGridThreads threads of the producer's small-grid width
+  kLoop,       ///< kThreads-thread blocks of kElems values looping over row tiles (a capped grid)
+};
+
+/// A group-tile launch: the kernel, its block and grid.
+struct GroupTileLaunch {
+  GroupTileKernel kernel = GroupTileKernel::kNone;
+  int threads = 0;
+  int elems = 0;
+  GroupTileGrid grid;
+};
+
+/// The launch of a group-tile producer over `rows` x `groups` groups of
+/// `groupSize` (both validated), scales column-major when `columnMajor`,
+/// with padding slots when `padded`. `smallGridElems`: the producer's
+/// small-grid width; `loopWaves` > 0: the producer loops on grids of more
+/// than GroupTilePolicy::kLoopFreeMaxWaves x what the device runs at once,
+/// capped at loopWaves x that. `facts` answers sms() (the device's SMs) and
+/// resident(loop) (blocks of the tile / looping kernel the device runs at
+/// once), asked only when the choice needs them (small grids: the SM count;
+/// grids of more than kGroupTileCapMinSlices groups of a looping producer:
+/// occupancy). Pure arithmetic over those answers: the host tests plan with
+/// facts of their own.
+template <class In, class Facts>
+constexpr GroupTileLaunch planGroupTile(const char* fn, index_t rows, index_t groups, int groupSize, bool columnMajor,
+                                        bool padded, int smallGridElems, int loopWaves, const Facts& facts) {
+  using Policy = GroupTilePolicy<In>;
+  const index_t paddingTiles = padded ? 1 : 0;
+  GroupTileLaunch launch;
+  if (groups == 0 || (rows == 0 && !padded)) return launch;
+  const auto grid = [&](int threads, int elems, index_t targetBlocks, index_t padding) {
+    return groupTileGrid(fn, columnMajor, rows, groups, groupSize, threads, elems, targetBlocks, padding,
+                         Policy::kSectorScales);
+  };
+  launch = {GroupTileKernel::kTile, Policy::kThreads, Policy::kElems,
+            grid(Policy::kThreads, Policy::kElems, 0, paddingTiles)};
+  if (!launch.grid.status) return launch;
+  const index_t blocks = (launch.grid.gridX - paddingTiles) * launch.grid.gridY;
+  if (blocks < kSmallGridQueryBlocks && blocks < facts.sms()) {  // fewer blocks than SMs
+    launch = {GroupTileKernel::kSmallGrid, Policy::kSmallGridThreads, smallGridElems,
+              grid(Policy::kSmallGridThreads, smallGridElems, 0, paddingTiles)};
+  } else if (loopWaves > 0 && rows * groups > kGroupTileCapMinSlices &&
+             blocks > static_cast<index_t>(facts.resident(false)) * Policy::kLoopFreeMaxWaves) {
+    // The looping blocks reach the padding tile themselves: no extra tile.
+    launch = {GroupTileKernel::kLoop, Policy::kThreads, Policy::kElems,
+              grid(Policy::kThreads, Policy::kElems, static_cast<index_t>(facts.resident(true)) * loopWaves, 0)};
+  }
+  return launch;
+}
+
+#if defined(FP8SCALE_HAS_DEVICE)
+
+/// planGroupTile's device facts, queried from the runtime (both cached per
+/// device); the first error is kept in `error`.
+template <class In, class Kernel>
+struct GroupTileDeviceFacts {
+  Kernel tile;
+  Kernel loop;  ///< null for producers that do not loop
+  mutable DeviceError error = kDeviceSuccess;
+  int sms() const {
+    int n = 0, device = 0;
+    if (error == kDeviceSuccess) error = cachedSmCount(&n, &device);
+    return n;
+  }
+  int resident(bool looping) const {
+    int n = 0;
+    if (error == kDeviceSuccess) error = residentBlocks(&n, looping ? loop : tile, GroupTilePolicy<In>::kThreads);
+    return n;
+  }
+};
+
+/// The launch shared by the group-tile producers: planGroupTile's plan over
+/// `rows` x `groups` groups, mapped to KernelFor<Rule, kGroup>'s kernels
+/// (kernel<kElems, kLoop>(), each launched with the values a thread its grid
+/// was sized with) with (in, q, scale, fmax, eps, tileRows, tileGroups,
+/// scalesEvictLast). Nothing is launched for an empty plan.
+template <class In, template <class, int> class KernelFor, class Input, class Format, class Layout>
 Status launchGroupTile(const char* fn, const Input& in, index_t rows, index_t groups, Fp8Matrix<Format> q,
                        ScaleView<float, Layout> scale, float fmax, const QuantOptions& opt, Stream stream,
-                       int residentWaves) {
-  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
+                       int loopWaves) {
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    return dispatchScalePadding(scale, [&](auto padding) {
-      using Kernels = KernelFor<decltype(rule), decltype(group)::value, decltype(padding)::value>;
-      using Policy = GroupTilePolicy<In>;
-      constexpr int kThreads = Policy::kThreads;
-      int threads = kThreads;
-      dim3 grid;
-      int tileRows = 0, tileGroups = 0;
-      if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, Policy::kElems, 0,
-                                                        grid, tileRows, tileGroups);
-          !s)
-        return s;
-      auto kernel = Kernels::template loopFree<Policy::kElems>();
-      const index_t blocks = static_cast<index_t>(grid.x) * grid.y;
-      bool smallGrid = false;  // fewer blocks than SMs: smaller blocks, more SMs
-      bool looping = false;    // a capped grid of the looping kernel
-      if (blocks < kSmallGridQueryBlocks) {
-        int sms = 0, device = 0;
-        if (const DeviceError e = cachedSmCount(&sms, &device); e != kDeviceSuccess) return Status::fromDevice(fn, e);
-        smallGrid = isSmallGroupTileGrid(blocks, sms);
-      }
-      if (smallGrid) {
-        threads = Policy::kSmallGridThreads;
-        kernel = Kernels::template loopFree<Kernels::kSmallGridElems>();
-        if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads,
-                                                          Kernels::kSmallGridElems, 0, grid, tileRows, tileGroups);
-            !s)
-          return s;
-      } else if (residentWaves > 0 && rows * groups > kGroupTileCapMinSlices) {
-        int resident = 0;
-        DeviceError e = residentBlocks(&resident, kernel, kThreads);
-        if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
-        if (blocks > static_cast<index_t>(resident) * Policy::kLoopFreeMaxWaves) {
-          kernel = Kernels::template looping<Policy::kElems>();
-          looping = true;
-          e = residentBlocks(&resident, kernel, kThreads);
-          if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
-          if (Status s = groupTileGrid<In, TRANSPOSE_SCALE>(fn, rows, groups, opt.groupSize, threads, Policy::kElems,
-                                                            static_cast<index_t>(resident) * residentWaves, grid,
-                                                            tileRows, tileGroups);
-              !s)
-            return s;
-        }
-      }
-      if (decltype(padding)::value && !looping) {  // the padding column of blocks (groupTile)
-        if (!fitsOneGrid(static_cast<index_t>(grid.x) + 1, threads))
-          return Status::error(StatusCode::kInvalidShape, fn, "M", "too many rows for one launch", rows);
-        grid.x += 1;
-      }
-      const DeviceError e =
-          launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(threads), 0, stream, in, q, scale, fmax,
-                          opt.eps, tileRows, tileGroups, storesScalesEvictLast(opt.scaleStore));
-      return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);
-    });
+    using Kernels = KernelFor<decltype(rule), decltype(group)::value>;
+    using Policy = GroupTilePolicy<In>;
+    using Kernel = decltype(Kernels::template kernel<Policy::kElems, false>());
+    GroupTileDeviceFacts<In, Kernel> facts{Kernels::template kernel<Policy::kElems, false>(), nullptr};
+    if constexpr (Kernels::kLoops) facts.loop = Kernels::template kernel<Policy::kElems, true>();
+    const GroupTileLaunch plan =
+        planGroupTile<In>(fn, rows, groups, opt.groupSize, Layout::kColumnMajor, scale.hasPadding(),
+                          Kernels::kSmallGridElems, Kernels::kLoops ? loopWaves : 0, facts);
+    if (facts.error != kDeviceSuccess) return Status::fromDevice(fn, facts.error);
+    if (!plan.grid.status) return plan.grid.status;
+    Kernel kernel = facts.tile;
+    switch (plan.kernel) {
+      case GroupTileKernel::kNone: return Status::ok();
+      case GroupTileKernel::kTile: break;
+      case GroupTileKernel::kSmallGrid: kernel = Kernels::template kernel<Kernels::kSmallGridElems, false>(); break;
+      case GroupTileKernel::kLoop: kernel = facts.loop; break;
+    }
+    const dim3 grid(static_cast<unsigned>(plan.grid.gridX), static_cast<unsigned>(plan.grid.gridY));
+    const DeviceError e =
+        launchKernelPdl(opt.programmaticLaunch, kernel, grid, dim3(plan.threads), 0, stream, in, q, scale, fmax,
+                        opt.eps, plan.grid.tileRows, plan.grid.tileGroups, storesScalesEvictLast(opt.scaleStore));
+    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice(fn, e);
   });
 }
 
 /// What groupQuant() and siluClampQuant() do once their arguments are
-/// checked: the returned tensor (the producer's own buffers), M == 0 or no
-/// groups (the column-major padding cleared, nothing launched), else the
-/// group-tile launch of KernelFor's kernels with (in, q, scale, fmax).
-template <class In, template <class, int, bool> class KernelFor, class Input, class Format, class Layout>
+/// checked: the group-tile launch, and the returned tensor (the producer's
+/// own buffers).
+template <class In, template <class, int> class KernelFor, class Input, class Format, class Layout>
 Result<QuantizedTensor<Format, Layout>> runGroupTileProducer(const char* fn, const Input& in, index_t rows,
                                                              index_t groups, Fp8Matrix<Format> q,
                                                              ScaleView<float, Layout> scale, const QuantOptions& opt,
-                                                             float fmax, int residentWaves, Stream stream) {
-  QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
-  if (rows == 0 || groups == 0) {
-    if (Status s = clearEmptyScalePadding(fn, scale, stream); !s) return s;
-    return out;
-  }
-  const Status launched =
-      launchGroupTile<In, KernelFor>(fn, in, rows, groups, q, scale, fmax, opt, stream, residentWaves);
-  if (!launched) return launched;
-  return out;
+                                                             float fmax, int loopWaves, Stream stream) {
+  if (Status s = launchGroupTile<In, KernelFor>(fn, in, rows, groups, q, scale, fmax, opt, stream, loopWaves); !s)
+    return s;
+  return QuantizedTensor<Format, Layout>{q, scale, opt.groupSize};
 }
 
 #endif  // FP8SCALE_HAS_DEVICE
@@ -560,8 +564,9 @@ Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8M
 /// @return the QuantizedTensor {q, scale}: the producer's own buffers, no copy.
 /// Errors (nothing is launched): kUnsupportedGroupSize, kInvalidShape (K % group,
 /// extents), kLdTooSmall, kNullPointer, kMisaligned, kInvalidValue (fmax, eps, rule, scaleStore),
-/// kDeviceError (launch). M == 0 launches no kernel and succeeds; a column-major
-/// view with ld > 0 is then all padding and is cleared with one memset.
+/// kDeviceError (launch). M == 0 is valid: a column-major view with ld > 0 is
+/// then all padding, which the producer's padding tile writes (the only work
+/// launched); otherwise nothing is launched.
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> groupQuant(const GroupQuantInput<In>& in, Fp8Matrix<Format> q,
                                                    ScaleView<float, Layout> scale, const QuantOptions& opt,

@@ -247,13 +247,12 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float rmsNormInverse(const RmsNormQuantInpu
 /// y = h * inv * w (`weightAt(i, w)` supplies the weight of this thread's
 /// vector i as fp32), normOut, fp8 and scales of row m; as rmsNormFinish
 /// below, which computes inv first.
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
-          int kMaxVecs, class WeightAt>
+template <class In, class Format, class Rule, int kGroup, int kThreads, int kMaxVecs, class WeightAt, class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormApply(const RmsNormQuantInput<In>& in, index_t m,
                                                        float (&h)[kMaxVecs][kVecElems<In>], float inv,
                                                        const WeightAt& weightAt, Fp8Matrix<Format> q,
-                                                       ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                       float fmax, float eps, bool scalesEvictLast) {
+                                                       ScaleView<float, Layout> scale, float fmax, float eps,
+                                                       bool scalesEvictLast) {
   constexpr int kVE = kVecElems<In>;
   constexpr int kLanes = kGroup / kVE;  // threads per group in one pass
   const int vecs = static_cast<int>(in.cols / kVE);
@@ -277,10 +276,6 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormApply(const RmsNormQuantInput<I
     if (valid) {
       const index_t g = static_cast<index_t>(v) * kVE / kGroup;
       if (t % kLanes == 0) storeScale(scale, m, g, s, scalesEvictLast);  // (M, G)
-      // Checked here, not ahead of the row's chain as in groupTile: that
-      // measured within 1% at M <= 8 and 0.2-1% slower from M = 64 up
-      // (benchmarks/results/h200_round4_tries.txt, part 6).
-      if (ownsScalePadding<kScalePadding>(scale, m)) zeroScalePadding(scale, g, t % kLanes, kLanes);
     }
   }
 }
@@ -292,18 +287,17 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormApply(const RmsNormQuantInput<I
 /// the arithmetic and the group reduction too, storing nothing: the shuffles
 /// then sit in no divergent branch (which costs warp-collective
 /// bookkeeping); validity is uniform over a group's kLanes lanes, since vecs
-/// is a multiple of kLanes. kScalePadding: as ownsScalePadding takes it.
-/// Every thread of the block must call it (it contains a block barrier).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
-          int kMaxVecs, class WeightAt>
+/// is a multiple of kLanes. Every thread of the block must call it (it
+/// contains a block barrier).
+template <class In, class Format, class Rule, int kGroup, int kThreads, int kMaxVecs, class WeightAt, class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<In>& in, index_t m,
                                                         float (&h)[kMaxVecs][kVecElems<In>],
                                                         const float (&partial)[kMaxVecs], int& parity,
                                                         const WeightAt& weightAt, Fp8Matrix<Format> q,
-                                                        ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                        float fmax, float eps, bool scalesEvictLast) {
+                                                        ScaleView<float, Layout> scale, float fmax, float eps,
+                                                        bool scalesEvictLast) {
   const float inv = rmsNormInverse<kThreads, kMaxVecs>(in, partial, parity);
-  rmsNormApply<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kThreads, kMaxVecs>(
+  rmsNormApply<In, Format, Rule, kGroup, kThreads, kMaxVecs>(
       in, m, h, inv, weightAt, q, scale, fmax, eps, scalesEvictLast);
 }
 
@@ -340,16 +334,13 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadRowRaw(const RmsNormQuantInput<In>
 /// fp32 (already rounded to In). The fused allreduce passes its rank-ordered
 /// sum; in.x itself is not read here. The weight is fetched first, as raw
 /// bytes, so that its latency hides behind the reduction. `parity` as rowSum
-/// takes it (one variable per block, kept across the block's rows);
-/// kScalePadding as ownsScalePadding takes it. Every thread of the block must
-/// call it (it contains a block barrier).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
-          int kMaxVecs, class LoadX>
+/// takes it (one variable per block, kept across the block's rows). Every
+/// thread of the block must call it (it contains a block barrier).
+template <class In, class Format, class Rule, int kGroup, int kThreads, int kMaxVecs, class LoadX, class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuantInput<In>& in, index_t m,
                                                               const LoadX& loadX, Fp8Matrix<Format> q,
-                                                              ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
-                                                              float fmax, float eps, bool scalesEvictLast,
-                                                              int& parity) {
+                                                              ScaleView<float, Layout> scale, float fmax, float eps,
+                                                              bool scalesEvictLast, int& parity) {
   constexpr int kVE = kVecElems<In>;
   const int t = static_cast<int>(threadIdx.x);
   Bytes16 wRaw[kMaxVecs];
@@ -359,51 +350,37 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
       in, m, [&](int i, float* out) { loadX(i * kThreads + t, out); },
       [&](int i, float* out) { loadVec(in.residual + m * in.ldResidual + (i * kThreads + t) * kVE, out); }, h,
       partial);
-  rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kThreads, kMaxVecs>(
+  rmsNormFinish<In, Format, Rule, kGroup, kThreads, kMaxVecs>(
       in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(wRaw[i], w); }, q, scale, fmax, eps,
       scalesEvictLast);
 }
 
-/// Block m of a block-per-row launch (launchRmsNormQuantWith): with
-/// kScalePadding (the view has padding slots) block M, after the rows, is
-/// the padding block; there this writes every column's padding slots
-/// (zeroScalePadding, a thread per column) and returns true, so that the
-/// block does nothing else. Returns false (writing nothing) for the rows,
-/// and always without kScalePadding (no code).
-template <bool kScalePadding, class Layout>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE bool writePaddingIfPaddingBlock(const ScaleView<float, Layout>& scale,
-                                                                     index_t m, index_t rows) {
-  if constexpr (kScalePadding) {
-    if (m != rows) return false;
-    for (index_t g = threadIdx.x; g < scale.cols(); g += blockDim.x) zeroScalePadding(scale, g, 0, 1);
-    return true;
-  } else {
-    (void)scale;
-    (void)m;
-    (void)rows;
-    return false;
-  }
+/// Row m of a launch over `scale`'s rows past its last: for the padding row
+/// (m == M, when the view has padding slots: paddedRowTiles with tiles of
+/// one row) the block writes every column's padding slots, a thread per
+/// column. Block-uniform; the block must then do nothing else.
+template <class Layout>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void writePaddingRow(const ScaleView<float, Layout>& scale, index_t m) {
+  if (isPaddingTile(scale, m, 1))
+    for (index_t g = threadIdx.x; g < scale.cols(); g += blockDim.x) writeScalePadding(scale, g, 0, 1);
 }
 
-/// One block per row; with kScalePadding (the view has padding slots) one
-/// more block, m = M, writes the padding (zeroScalePadding) and the
-/// rows do not. kMaxVecs = 1 takes blocks of fewer than kThreads threads
-/// too (whole warps holding the row: rowSum).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
-          int kMaxVecs>
+/// One block per row; when the view has padding slots one more block,
+/// m = M, writes them (writePaddingRow). kMaxVecs = 1 takes blocks of fewer
+/// than kThreads threads too (whole warps holding the row: rowSum).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
                        ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
                        bool scalesEvictLast) {
-  static_assert(TRANSPOSE_SCALE || !kScalePadding, "row-major views have no padding slots");
   const index_t m = blockIdx.x;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
-  if (writePaddingIfPaddingBlock<kScalePadding>(scale, m, in.rows)) return;
+  if (m >= in.rows) return writePaddingRow(scale, m);
   const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
   int parity = 0;
-  rmsNormQuantRowFrom<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding: the padding block's*/ false,
-                      kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax, eps, scalesEvictLast, parity);
+  rmsNormQuantRowFrom<In, Format, Rule, kGroup, kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax, eps,
+                                                                    scalesEvictLast, parity);
 }
 
 /// One block per row, as rmsNormQuantKernel, with h parked in shared memory
@@ -422,20 +399,19 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
 /// at 0.29-0.74x. The weight is read where it is applied (the same K values
 /// for every block: L1 / L2). Same bits as rmsNormQuantKernel and
 /// rmsNormQuantRowsKernel (rmsNormGather, rowSum, rmsNormApply).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kThreads,
-          int kMaxVecs, int kMinBlocks>
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
+          int kMinBlocks>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     rmsNormQuantStagedKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
                              ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
                              bool scalesEvictLast) {
-  static_assert(TRANSPOSE_SCALE || !kScalePadding, "row-major views have no padding slots");
   constexpr int kVE = kVecElems<In>;
   __shared__ float staged[kMaxVecs][kVE][kThreads];  // h of vector i * kThreads + t: [i][j][t]
   const index_t m = blockIdx.x;
   const int t = static_cast<int>(threadIdx.x);
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
-  if (writePaddingIfPaddingBlock<kScalePadding>(scale, m, in.rows)) return;
+  if (m >= in.rows) return writePaddingRow(scale, m);
   // The slice's raw loads first, so that all are in flight: the gather's
   // in-place residual stores would otherwise order them.
   Bytes16 xRaw[kMaxVecs], rRaw[kMaxVecs];
@@ -454,8 +430,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
   for (int i = 0; i < kMaxVecs; ++i)
 #pragma unroll
     for (int j = 0; j < kVE; ++j) h[i][j] = staged[i][j][t];
-  rmsNormApply<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding: the padding block's*/ false, kThreads,
-               kMaxVecs>(
+  rmsNormApply<In, Format, Rule, kGroup, kThreads, kMaxVecs>(
       in, m, h, inv, [&](int i, float* w) { loadVec(in.weight + (i * kThreads + t) * kVE, w); }, q, scale, fmax, eps,
       scalesEvictLast);
 }
@@ -463,9 +438,8 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
 /// One launch of blocks of `threads` threads (kThreads, or fewer with
 /// kMaxVecs = 1 and the block-per-row kernel: whole warps that hold the
 /// row), kMaxVecs vectors a thread (the row must fit: K / kVecElems <=
-/// threads * kMaxVecs), one block per row, and a padding block when the view
-/// has padding slots (scaleHasPadding; else the kernel without padding
-/// code). kStagedMinBlocks = 0: rmsNormQuantKernel; > 0:
+/// threads * kMaxVecs), one block per row, and the padding row's block when
+/// the view has padding slots (paddedRowTiles). kStagedMinBlocks = 0: rmsNormQuantKernel; > 0:
 /// rmsNormQuantStagedKernel with that many __launch_bounds__ min blocks.
 template <class Format, int kThreads, int kMaxVecs, int kStagedMinBlocks = 0, class In, class Layout>
 Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
@@ -482,26 +456,24 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
   if (in.cols / kVecElems<In> > threads * kMaxVecs)
     return Status::error(StatusCode::kInvalidValue, "rmsNormQuant", "threads", "block does not hold the row",
                          threads * kMaxVecs, in.cols / kVecElems<In>);
+  const index_t blocks = paddedRowTiles(scale, 1);  // the rows, and the padding row
+  if (!fitsOneGrid(blocks, threads))
+    return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
+  if (blocks == 0) return Status::ok();
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    return dispatchScalePadding(scale, [&](auto padding) {
-      const index_t blocks = in.rows + (decltype(padding)::value ? 1 : 0);  // the rows, and the padding block
-      if (!fitsOneGrid(blocks, threads))
-        return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
-      using Rule = decltype(rule);
-      constexpr int kGroup = decltype(group)::value;
-      constexpr bool kPadding = decltype(padding)::value;
-      const auto kernel = [] {
-        if constexpr (kStagedMinBlocks > 0)
-          return rmsNormQuantStagedKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kPadding, kThreads, kMaxVecs,
-                                          kStagedMinBlocks>;
-        else
-          return rmsNormQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kPadding, kThreads, kMaxVecs>;
-      }();
-      const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, dim3(static_cast<unsigned>(blocks)),
-                                            dim3(static_cast<unsigned>(threads)), 0, stream, in, q, scale, fmax,
-                                            opt.eps, storesScalesEvictLast(opt.scaleStore));
-      return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
-    });
+    using Rule = decltype(rule);
+    constexpr int kGroup = decltype(group)::value;
+    const auto kernel = [] {
+      if constexpr (kStagedMinBlocks > 0)
+        return rmsNormQuantStagedKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs,
+                                        kStagedMinBlocks>;
+      else
+        return rmsNormQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>;
+    }();
+    const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, dim3(static_cast<unsigned>(blocks)),
+                                          dim3(static_cast<unsigned>(threads)), 0, stream, in, q, scale, fmax,
+                                          opt.eps, storesScalesEvictLast(opt.scaleStore));
+    return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
   });
 }
 
@@ -514,9 +486,7 @@ Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
 /// from global memory puts an L2 round trip (the streamed rows evict it from
 /// L1) on every row's path after the reduction. Its row loop keeps more
 /// registers live than rmsNormQuantKernel (RmsNormPolicy picks the shape).
-/// It keeps its padding code for every column-major view: without it,
-/// column-major M = 8192 measured 1.9% slower and M = 2048 1.0% faster in
-/// one A/B (benchmarks/results/h200_round5.txt, part 3).
+/// The block whose next row is M writes the padding slots (writePaddingRow).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
           int kMinBlocks>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
@@ -548,10 +518,10 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
         [&](int i, float* out) { unpackVec<In>(rRaw[i], out); }, h, partial);
     const index_t next = m + gridDim.x;  // block-uniform
     if (next < in.rows) fetch(next);
-    rmsNormFinish<In, Format, Rule, kGroup, TRANSPOSE_SCALE, /*kScalePadding*/ TRANSPOSE_SCALE, kThreads, kMaxVecs>(
+    rmsNormFinish<In, Format, Rule, kGroup, kThreads, kMaxVecs>(
         in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(weight[i][t], w); }, q, scale, fmax, eps,
         scalesEvictLast);
-    if (next >= in.rows) break;
+    if (next >= in.rows) return writePaddingRow(scale, next);
     m = next;
   }
 }
@@ -638,10 +608,7 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
   float fmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant("rmsNormQuant", in, q, scale, opt, fmax); !s) return s;
   QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
-  if (in.rows == 0 || in.cols == 0) {
-    if (Status s = detail::clearEmptyScalePadding("rmsNormQuant", scale, stream); !s) return s;
-    return out;
-  }
+  if (in.cols == 0) return out;  // no groups, no padding
   // A block per row (and the padding block) must fit one grid: HIP bounds a
   // grid's threads by 2^32 - 1, so from about 16.7M short rows on AMD the
   // row loop, whose grid is capped, takes them (rmsNormQuantLaunch).
@@ -652,20 +619,13 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
       launched = detail::launchRmsNormQuantWith<Format, Policy::kLargeThreads, Policy::kLargeVecs>(in, q, scale, opt,
                                                                                                   fmax, stream);
       break;
-    case RmsNormKernel::kStaged:
-      if constexpr (Policy::kRowsStaged)  // CUDA; the plan names it nowhere else
+    case RmsNormKernel::kStaged:   // CUDA (Policy::kRowsStaged)
+    case RmsNormKernel::kRowLoop:  // AMD: the plan names one of the two, each platform builds only its own
+      if constexpr (Policy::kRowsStaged)
         launched = detail::launchRmsNormQuantWith<Format, Policy::kStagedThreads, Policy::kStagedVecs,
                                                   Policy::kStagedMinBlocksPerSm>(in, q, scale, opt, fmax, stream);
       else
-        launched = Status::error(StatusCode::kUnsupportedDevice, "rmsNormQuant", "M",
-                                 "the staged kernel is not built into this platform's launcher", in.rows);
-      break;
-    case RmsNormKernel::kRowLoop:
-      if constexpr (!Policy::kRowsStaged)  // AMD: not instantiated where the plan never names it
         launched = detail::launchRmsNormQuantRowLoop<Format>(in, q, scale, opt, fmax, stream);
-      else
-        launched = Status::error(StatusCode::kUnsupportedDevice, "rmsNormQuant", "M",
-                                 "the row loop is not built into this platform's launcher", in.rows);
       break;
     case RmsNormKernel::kBlockPerRow:
       launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(

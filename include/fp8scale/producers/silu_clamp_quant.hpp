@@ -87,34 +87,31 @@ struct SiluClampLoad {
 };
 
 /// groupTile over silu(gate) * up with kElems values a thread
-/// (GroupTilePolicy: kElems, or kSiluSmallGridElems for small grids).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, bool kScalePadding, int kElems>
+/// (GroupTilePolicy: kElems, or kSiluSmallGridElems for small grids), a block
+/// per row tile.
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
                          int tileRows, int tileGroups, bool scalesEvictLast) {
-  groupTile<Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kElems, /*kDepth: a block per tile*/ 0>(
-      SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q, scale, fmax, eps, tileRows, tileGroups,
-      scalesEvictLast);
+  groupTile<Format, Rule, kGroup, kElems, /*kLoop*/ false>(SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q,
+                                                           scale, fmax, eps, tileRows, tileGroups, scalesEvictLast);
 }
 
-/// siluClampQuantKernel for a rule, group size and kScalePadding, in the form launchGroupTile
-/// takes (GroupQuantKernelFor: kElems values a thread). SiLU-clamp always
-/// runs a block per row tile: its launch passes no wave cap, so
-/// looping<kElems>() is never chosen, and it names the same kernel. Its
+/// SiLU-clamp's kernels for a rule and group size, as launchGroupTile names
+/// them (GroupQuantKernelFor). SiLU-clamp always runs a block per row tile
+/// (kLoops false: the looping kernel measured slower, GroupTilePolicy); its
 /// small grids take GroupTilePolicy::kSiluSmallGridElems values a thread.
 template <class In, class Format, bool TRANSPOSE_SCALE>
 struct SiluClampQuantKernelFor {
-  template <class Rule, int kGroup, bool kScalePadding>
+  template <class Rule, int kGroup>
   struct Of {
     static constexpr int kSmallGridElems = GroupTilePolicy<In>::kSiluSmallGridElems;
-    template <int kElems>
-    static auto loopFree() {
-      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kScalePadding, kElems>;
-    }
-    template <int kElems>
-    static auto looping() {
-      return loopFree<kElems>();
+    static constexpr bool kLoops = false;
+    template <int kElems, bool kLoop>
+    static auto kernel() {
+      static_assert(!kLoop, "SiLU-clamp has no looping kernel");
+      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kElems>;
     }
   };
 };
@@ -161,7 +158,7 @@ Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>&
   if (Status s = detail::checkSiluClampQuant("siluClampQuant", in, q, scale, opt, fmax); !s) return s;
   return detail::runGroupTileProducer<In, detail::SiluClampQuantKernelFor<In, Format, TRANSPOSE_SCALE>::template Of>(
       "siluClampQuant", in, in.rows, in.intermediate / opt.groupSize, q, scale, opt, fmax,
-      /*residentWaves: no cap, a block per row tile*/ 0, stream);
+      /*loopWaves: no cap, a block per row tile*/ 0, stream);
 }
 
 #endif  // FP8SCALE_HAS_DEVICE

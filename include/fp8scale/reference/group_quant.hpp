@@ -33,13 +33,10 @@ float quantizeGroup(const float* v, int n, std::uint8_t* q, float fmax, float ep
 }
 
 /// Writes the padding slots [M, ld) of every column of a column-major view
-/// with 0, as producers must; nothing for other layouts.
+/// with 0 (writeScalePadding, as the producers do); nothing for other layouts.
 template <class Layout>
 void zeroScalePadding(ScaleView<float, Layout> scale) {
-  if constexpr (std::is_same<Layout, ColMajor>::value) {
-    for (index_t g = 0; g < scale.cols(); ++g)
-      for (index_t m = scale.rows(); m < scale.ld(); ++m) scale.data()[g * scale.ld() + m] = 0.0f;
-  }
+  for (index_t g = 0; g < scale.cols(); ++g) writeScalePadding(scale, g, 0, 1);
 }
 
 /// Per-token-group quantization of x[M, K] (row stride ldx) into
