@@ -666,10 +666,10 @@ void launchRmsNormShape(const RmsNormQuantInput<BFloat16>& in, const Fp8Matrix<E
   static_assert(kWaves >= -1 && (kWaves != -1 || kMinBlocks > 0), "staged entries need their min blocks");
   const QuantOptions opt;
   if constexpr (kWaves == 0)
-    expectOk(detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs>(in, q, sv, opt, E4M3FN::kMax, gStream));
+    expectOk(detail::launchRmsNormQuantBlocks<E4M3FN, kThreads, kVecs>(in, q, sv, opt, E4M3FN::kMax, gStream));
   else if constexpr (kWaves == -1)
     expectOk(
-        detail::launchRmsNormQuantWith<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax, gStream));
+        detail::launchRmsNormQuantStaged<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax, gStream));
   else
     expectOk(detail::launchRmsNormQuantRows<E4M3FN, kThreads, kVecs, kMinBlocks>(in, q, sv, opt, E4M3FN::kMax,
                                                                                gStream, kWaves));

@@ -692,7 +692,7 @@ TYPED_TEST(RmsNormQuantDevice, RowSizedBlockGivesTheFullBlocksBits) {
         expectLaunchGivesLaunchersBits<In, Format>(
             M, K, x, r0, /*withResidual=*/true, /*withNormOut=*/true, 1e-6f, colMajor, opt,
             [&](const auto& in, const auto& q, auto view) {
-              const Status st = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(
+              const Status st = detail::launchRmsNormQuantBlocks<Format, Policy::kWideThreads, Policy::kWideVecs>(
                   in, q, view, opt, Format::kMax, nullptr);
               poisonSharedMemory();  // before the launcher's run
               return st;
@@ -716,54 +716,6 @@ TEST_F(FusedQuantDeviceShapes, ControlStaleSharedMemoryHoldsThePoison) {
   std::size_t nans = 0;
   for (float v : seen.download()) nans += std::isnan(v) ? 1 : 0;
   EXPECT_GT(nans, 0u) << "the poison did not reach a later kernel's shared memory";
-}
-
-// The block size a launch takes must hold the row in whole warps, one vector
-// a thread, on the block-per-row kernel only; the launch refuses anything
-// else, naming `threads`, before it launches.
-TEST_F(FusedQuantDeviceShapes, BlockPerRowLaunchRefusesABlockThatDoesNotHoldTheRow) {
-  const index_t M = 4, K = 2048;  // 256 vectors of bf16
-  DeviceBuffer<BFloat16> dx(M * K), dw(K);
-  DeviceBuffer<std::uint8_t> dq(M * K);
-  DeviceBuffer<float> ds(M * (K / 128));
-  const auto in = RmsNormQuantInput<BFloat16>::matrix(dx.get(), M, K, K, dw.get());
-  const Fp8Matrix<E4M3FN> q{dq.get(), M, K, K};
-  const auto view = rowMajorView(ds.get(), M, K / 128).value();
-  const QuantOptions opt;
-  dx.poison(0);
-  dw.poison(0);
-  ds.poison(0xFF);
-  const auto expectRefused = [&](const Status& st, index_t threads) {
-    EXPECT_EQ(st.code(), StatusCode::kInvalidValue) << "threads=" << threads;
-    EXPECT_NE(st.message().find("threads"), std::string::npos) << st.message();
-  };
-  // Too few threads for the row; not whole warps (272: it would hold the
-  // row); none; more than the kernel's.
-  for (index_t threads : {index_t{128}, index_t{272}, index_t{0}, index_t{2048}})
-    expectRefused(detail::launchRmsNormQuantWith<E4M3FN, 1024, 1>(in, q, view, opt, E4M3FN::kMax, nullptr, threads),
-                  threads);
-  // Another block size for kernels of several vectors a thread (512 x 2
-  // holds the row), plain or staged.
-  expectRefused(detail::launchRmsNormQuantWith<E4M3FN, 512, 2>(in, q, view, opt, E4M3FN::kMax, nullptr, 256), 256);
-  expectRefused(
-      detail::launchRmsNormQuantWith<E4M3FN, 512, 2, 3>(in, q, view, opt, E4M3FN::kMax, nullptr, 256), 256);
-  // A kernel's own block size that does not hold the row (128 x 1 for 256 vectors).
-  expectRefused(detail::launchRmsNormQuantWith<E4M3FN, 128, 1>(in, q, view, opt, E4M3FN::kMax, nullptr), 128);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  for (float v : ds.download()) EXPECT_TRUE(std::isnan(v)) << "a refused launch wrote a scale";
-  // The sizes the launcher picks: whole warps around the row, at most the block.
-  static_assert(detail::kWarpSize == 32, "the sizes below are NVIDIA's");
-  EXPECT_EQ(detail::rowBlockThreads<1024>(256), 256);
-  EXPECT_EQ(detail::rowBlockThreads<1024>(288), 288);
-  EXPECT_EQ(detail::rowBlockThreads<1024>(272), 288);
-  EXPECT_EQ(detail::rowBlockThreads<1024>(16), 32);
-  EXPECT_EQ(detail::rowBlockThreads<1024>(897), 928);
-  EXPECT_EQ(detail::rowBlockThreads<1024>(1024), 1024);
-  const Status fits = detail::launchRmsNormQuantWith<E4M3FN, 1024, 1>(in, q, view, opt, E4M3FN::kMax, nullptr, 256);
-  EXPECT_TRUE(fits.isOk()) << fits.message();
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const float zeroGroupScale = scaleFromAmax<ScaleFp32>(0.0f, E4M3FN::kMax, opt.eps);  // the rows are zero
-  for (float v : ds.download()) EXPECT_EQ(v, zeroGroupScale);
 }
 
 }  // namespace

@@ -125,6 +125,49 @@ TEST(RmsNormLaunchPlan, BlocksFollowTheRowAndThePolicy) {
              Policy::kStagedThreads, "one row more");
 }
 
+// Every block the plan launches holds its row: whole warps, within the
+// block the kernel was compiled for, one vector a thread per slot
+// (launchRmsNormQuantBlocks takes the plan's threads as given).
+template <class In>
+void expectEveryBlockHoldsItsRow() {
+  using fp8scale::index_t;
+  using fp8scale::RmsNormKernel;
+  using Policy = fp8scale::RmsNormPolicy<In>;
+  constexpr index_t kVE = fp8scale::detail::kVecElems<In>;
+  for (index_t K = kVE; K <= Policy::kMaxCols; K += kVE) {
+    for (index_t M : {index_t{1}, Policy::kRowsMinRows - 1, Policy::kRowsMinRows, index_t{1} << 20}) {
+      const fp8scale::RmsNormLaunch plan = fp8scale::detail::rmsNormQuantLaunch<In>(M, K);
+      index_t kernelThreads = 0, vecsPerThread = 0;
+      switch (plan.kernel) {
+        case RmsNormKernel::kBlockPerRow: kernelThreads = Policy::kWideThreads; vecsPerThread = Policy::kWideVecs; break;
+        case RmsNormKernel::kStaged: kernelThreads = Policy::kStagedThreads; vecsPerThread = Policy::kStagedVecs; break;
+        case RmsNormKernel::kRowLoop: kernelThreads = Policy::kRowsThreads; vecsPerThread = Policy::kRowsVecs; break;
+        case RmsNormKernel::kLongRows: kernelThreads = Policy::kLargeThreads; vecsPerThread = Policy::kLargeVecs; break;
+      }
+      ASSERT_GT(plan.threads, 0) << "M=" << M << " K=" << K;
+      ASSERT_EQ(plan.threads % fp8scale::detail::kWarpSize, 0) << "M=" << M << " K=" << K;
+      ASSERT_LE(plan.threads, kernelThreads) << "M=" << M << " K=" << K;
+      if (plan.kernel != RmsNormKernel::kBlockPerRow) {
+        ASSERT_EQ(plan.threads, kernelThreads) << "K=" << K;
+      }
+      ASSERT_GE(plan.threads * vecsPerThread, K / kVE) << "M=" << M << " K=" << K << ": the block does not hold the row";
+    }
+  }
+}
+
+TEST(RmsNormLaunchPlan, EveryBlockHoldsItsRow) {
+  expectEveryBlockHoldsItsRow<fp8scale::BFloat16>();
+  expectEveryBlockHoldsItsRow<float>();
+  // The sizes of a block per row: whole warps around the row, at most the block.
+  static_assert(fp8scale::detail::kWarpSize == 32, "the sizes below are NVIDIA's (a host build plans as CUDA)");
+  EXPECT_EQ(fp8scale::detail::rowBlockThreads<1024>(256), 256);
+  EXPECT_EQ(fp8scale::detail::rowBlockThreads<1024>(272), 288);
+  EXPECT_EQ(fp8scale::detail::rowBlockThreads<1024>(16), 32);
+  EXPECT_EQ(fp8scale::detail::rowBlockThreads<1024>(897), 928);
+  EXPECT_EQ(fp8scale::detail::rowBlockThreads<1024>(1024), 1024);
+  EXPECT_EQ(fp8scale::detail::rowBlockThreads<1024>(1025), 1024);
+}
+
 
 namespace {
 // Device facts of an H200-like device for the group-tile plan: 132 SMs, 6

@@ -166,7 +166,7 @@ struct RmsNormLaunch {
 namespace detail {
 
 /// The block of a row of `vecs` vectors, one a thread: whole warps, at most
-/// kThreads threads (launchRmsNormQuantWith's `threads`).
+/// kThreads threads (launchRmsNormQuantBlocks's `threads`).
 template <int kThreads>
 constexpr index_t rowBlockThreads(index_t vecs) {
   const index_t threads = alignUp(vecs, kWarpSize);
@@ -435,45 +435,47 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
       scalesEvictLast);
 }
 
-/// One launch of blocks of `threads` threads (kThreads, or fewer with
-/// kMaxVecs = 1 and the block-per-row kernel: whole warps that hold the
-/// row), kMaxVecs vectors a thread (the row must fit: K / kVecElems <=
-/// threads * kMaxVecs), one block per row, and the padding row's block when
-/// the view has padding slots (paddedRowTiles). kStagedMinBlocks = 0: rmsNormQuantKernel; > 0:
-/// rmsNormQuantStagedKernel with that many __launch_bounds__ min blocks.
-template <class Format, int kThreads, int kMaxVecs, int kStagedMinBlocks = 0, class In, class Layout>
-Status launchRmsNormQuantWith(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
-                              const QuantOptions& opt, float fmax, Stream stream, index_t threads = kThreads) {
-  static_assert(kStagedMinBlocks >= 0, "kStagedMinBlocks: 0 for the block-per-row kernel, else the staged kernel's");
-  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
-  if (threads != kThreads && (kMaxVecs != 1 || kStagedMinBlocks != 0))
-    return Status::error(StatusCode::kInvalidValue, "rmsNormQuant", "threads",
-                         "only the block-per-row kernel of one vector a thread takes another block size", threads,
-                         kThreads);
-  if (threads <= 0 || threads > kThreads || threads % kWarpSize != 0)
-    return Status::error(StatusCode::kInvalidValue, "rmsNormQuant", "threads",
-                         "block size is not whole warps within the kernel's", threads, kThreads);
-  if (in.cols / kVecElems<In> > threads * kMaxVecs)
-    return Status::error(StatusCode::kInvalidValue, "rmsNormQuant", "threads", "block does not hold the row",
-                         threads * kMaxVecs, in.cols / kVecElems<In>);
+/// A block per row, and the padding row's block when the view has padding
+/// slots (paddedRowTiles), of `threads` threads, running
+/// kernelOf(Rule{}, std::integral_constant<int, kGroup>{}) for the call's
+/// rule and group size.
+template <class In, class Format, class Layout, class KernelOf>
+Status launchRowBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+                       const QuantOptions& opt, float fmax, Stream stream, index_t threads, KernelOf kernelOf) {
   const index_t blocks = paddedRowTiles(scale, 1);  // the rows, and the padding row
   if (!fitsOneGrid(blocks, threads))
     return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
   if (blocks == 0) return Status::ok();
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    using Rule = decltype(rule);
-    constexpr int kGroup = decltype(group)::value;
-    const auto kernel = [] {
-      if constexpr (kStagedMinBlocks > 0)
-        return rmsNormQuantStagedKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs,
-                                        kStagedMinBlocks>;
-      else
-        return rmsNormQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kThreads, kMaxVecs>;
-    }();
-    const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, dim3(static_cast<unsigned>(blocks)),
-                                          dim3(static_cast<unsigned>(threads)), 0, stream, in, q, scale, fmax,
-                                          opt.eps, storesScalesEvictLast(opt.scaleStore));
+    const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernelOf(rule, group),
+                                          dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(threads)), 0,
+                                          stream, in, q, scale, fmax, opt.eps, storesScalesEvictLast(opt.scaleStore));
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
+  });
+}
+
+/// rmsNormQuantKernel<kThreads, kMaxVecs>, a block per row, in blocks of
+/// `threads` threads: kThreads, or for kMaxVecs = 1 the whole warps that
+/// hold the row (rmsNormQuantLaunch's threads, rowBlockThreads). The row
+/// must fit, K / kVecElems <= threads * kMaxVecs: the plan guarantees it for
+/// the launcher's calls (host test RmsNormLaunchPlan.EveryBlockHoldsItsRow).
+template <class Format, int kThreads, int kMaxVecs, class In, class Layout>
+Status launchRmsNormQuantBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+                                const QuantOptions& opt, float fmax, Stream stream, index_t threads = kThreads) {
+  return launchRowBlocks(in, q, scale, opt, fmax, stream, threads, [](auto rule, auto group) {
+    return rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value,
+                              /*TRANSPOSE_SCALE*/ Layout::kColumnMajor, kThreads, kMaxVecs>;
+  });
+}
+
+/// rmsNormQuantStagedKernel<kThreads, kMaxVecs, kMinBlocks>, a block per
+/// row of kThreads threads (the row must fit in kThreads * kMaxVecs vectors).
+template <class Format, int kThreads, int kMaxVecs, int kMinBlocks, class In, class Layout>
+Status launchRmsNormQuantStaged(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+                                const QuantOptions& opt, float fmax, Stream stream) {
+  return launchRowBlocks(in, q, scale, opt, fmax, stream, kThreads, [](auto rule, auto group) {
+    return rmsNormQuantStagedKernel<In, Format, decltype(rule), decltype(group)::value,
+                                    /*TRANSPOSE_SCALE*/ Layout::kColumnMajor, kThreads, kMaxVecs, kMinBlocks>;
   });
 }
 
@@ -616,19 +618,19 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
   Status launched;
   switch (plan.kernel) {
     case RmsNormKernel::kLongRows:
-      launched = detail::launchRmsNormQuantWith<Format, Policy::kLargeThreads, Policy::kLargeVecs>(in, q, scale, opt,
-                                                                                                  fmax, stream);
+      launched = detail::launchRmsNormQuantBlocks<Format, Policy::kLargeThreads, Policy::kLargeVecs>(in, q, scale, opt,
+                                                                                                    fmax, stream);
       break;
     case RmsNormKernel::kStaged:   // CUDA (Policy::kRowsStaged)
     case RmsNormKernel::kRowLoop:  // AMD: the plan names one of the two, each platform builds only its own
       if constexpr (Policy::kRowsStaged)
-        launched = detail::launchRmsNormQuantWith<Format, Policy::kStagedThreads, Policy::kStagedVecs,
-                                                  Policy::kStagedMinBlocksPerSm>(in, q, scale, opt, fmax, stream);
+        launched = detail::launchRmsNormQuantStaged<Format, Policy::kStagedThreads, Policy::kStagedVecs,
+                                                    Policy::kStagedMinBlocksPerSm>(in, q, scale, opt, fmax, stream);
       else
         launched = detail::launchRmsNormQuantRowLoop<Format>(in, q, scale, opt, fmax, stream);
       break;
     case RmsNormKernel::kBlockPerRow:
-      launched = detail::launchRmsNormQuantWith<Format, Policy::kWideThreads, Policy::kWideVecs>(
+      launched = detail::launchRmsNormQuantBlocks<Format, Policy::kWideThreads, Policy::kWideVecs>(
           in, q, scale, opt, fmax, stream, plan.threads);
       break;
   }
