@@ -83,4 +83,11 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE In fromFloat(float v) {
   }
 }
 
+namespace detail {
+/// Elements of `In` in one 16-byte vector (the width every producer loads
+/// and the argument checks align to): 8 for bf16 / fp16, 4 for fp32.
+template <class In>
+constexpr int kVecElems = 16 / static_cast<int>(sizeof(In));
+}  // namespace detail
+
 }  // namespace fp8scale

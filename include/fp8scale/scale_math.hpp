@@ -1,4 +1,4 @@
-// fp8scale: the scale rules of the numeric specification (README "Numerics"),
+// fp8scale: the scale rules of the numeric specification (docs/numerics.md),
 // identical on the host and every device.
 //
 // For one group of values v:

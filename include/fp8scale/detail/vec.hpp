@@ -24,10 +24,6 @@ struct alignas(8) Bytes8 {
   std::uint32_t w[2];
 };
 
-/// Elements of `In` in one 16-byte vector: 8 for bf16 / fp16, 4 for fp32.
-template <class In>
-constexpr int kVecElems = 16 / static_cast<int>(sizeof(In));
-
 #if defined(FP8SCALE_HAS_DEVICE)
 
 /// Loads the raw bytes of one Bytes16 (default) or Bytes8 at an address

@@ -7,7 +7,7 @@
 // (row, group) written through a ScaleView: RowMajor{ld} when TRANSPOSE_SCALE
 // is false, ColMajor{ld} (the consumer's [G][ld] bytes, padding slots zeroed)
 // when it is true. One kernel body serves both; it indexes only through the
-// view. Numerics: README "Numerics"; bit-identical to reference::groupQuant.
+// view. Numerics: docs/numerics.md; bit-identical to reference::groupQuant.
 //
 // Work mapping: a thread owns 32 contiguous input bytes of one group (two
 // 16-byte loads: 16 bf16/fp16 or 8 fp32 values), so a group of 128 bf16 is 8
@@ -29,34 +29,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../spec/group_quant.hpp"
 #include "common.hpp"
 
 namespace fp8scale {
-
-/// The input of group quant: element (m, k) with k = h * D + d lives at
-/// x[m * tokenStride + h * headStride + d]. A plain matrix is H = 1. With
-/// H > 1 the strides are free (the input is only read): [M, H, D] row-major
-/// (tokenStride = H * D, headStride = D) and the transposed [H, M, D] of a
-/// batched attention output (tokenStride = D, headStride = M * D) are both
-/// legal; both must be multiples of the 16-byte vector in bytes.
-template <class In>
-struct GroupQuantInput {
-  const In* x = nullptr;
-  index_t rows = 0;         ///< M (tokens)
-  index_t heads = 1;        ///< H
-  index_t headDim = 0;      ///< D; K = H * D
-  index_t tokenStride = 0;  ///< elements between rows
-  index_t headStride = 0;   ///< elements between heads of one row
-
-  /// x[M, K] with row stride ldx.
-  static GroupQuantInput matrix(const In* x, index_t M, index_t K, index_t ldx) { return {x, M, 1, K, ldx, K}; }
-  /// x[M, H, D] with the given token and head strides (elements).
-  static GroupQuantInput headMajor(const In* x, index_t M, index_t H, index_t D, index_t tokenStride,
-                                   index_t headStride) {
-    return {x, M, H, D, tokenStride, headStride};
-  }
-  FP8SCALE_HOST_DEVICE constexpr index_t cols() const { return heads * headDim; }
-};
 
 /// Tuning of the group-local producers (group quant, SiLU-clamp quant).
 template <class In>
@@ -64,6 +40,7 @@ struct GroupTilePolicy {
   static constexpr int kThreads = 256;
   static constexpr int kLoadsPerThread = 2;
   static constexpr int kElems = kLoadsPerThread * detail::kVecElems<In>;  // values per thread
+  static_assert(kElems == detail::kGroupTileStoreBytes<In>, "the store width the argument checks align q to");
   /// fp32 scales per 32-byte sector: the tile edge along the scale layout's
   /// contiguous dimension.
   static constexpr int kSectorScales = 8;
@@ -509,42 +486,6 @@ Result<QuantizedTensor<Format, Layout>> runGroupTileProducer(const char* fn, con
 }
 
 #endif  // FP8SCALE_HAS_DEVICE
-
-/// The kernel finds a column's head with 32-bit division.
-constexpr index_t kMaxHeadMajorCols = 2147483647;
-
-/// Argument checks of group quant (host side, also used by tests).
-template <class Format, class In, class Layout>
-Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8Matrix<Format>& q,
-                       const ScaleView<float, Layout>& scale, const QuantOptions& opt, float& fmax) {
-  if (Status s = checkProducerOptions<Format>(fn, opt, fmax); !s) return s;
-  if (in.heads < 1) return Status::error(StatusCode::kInvalidShape, fn, "heads", "must be >= 1", in.heads);
-  if (in.headDim < 0) return Status::error(StatusCode::kInvalidShape, fn, "headDim", "extent is negative", in.headDim);
-  QuantArgs a = quantArgs(in.x, in.rows, in.cols(), in.tokenStride, static_cast<int>(sizeof(In)), q, scale,
-                          opt.groupSize);
-  if (in.heads > 1) {
-    if (isSupportedGroupSize(opt.groupSize) && in.headDim % opt.groupSize != 0)
-      return Status::error(StatusCode::kInvalidShape, fn, "headDim", "a group may not straddle two heads", in.headDim,
-                           opt.groupSize);
-    if (in.tokenStride < 0 || in.headStride < 0)
-      return Status::error(StatusCode::kInvalidShape, fn, in.tokenStride < 0 ? "tokenStride" : "headStride",
-                           "stride is negative", in.tokenStride < 0 ? in.tokenStride : in.headStride);
-    if (in.rows > 0 && (in.headStride * a.inputBytes) % 16 != 0)
-      return Status::error(StatusCode::kMisaligned, fn, "headStride",
-                           "head stride in bytes is not a multiple of the 16-byte vector load", in.headStride, 16);
-    if (in.rows > 0 && (in.tokenStride * a.inputBytes) % 16 != 0)
-      return Status::error(StatusCode::kMisaligned, fn, "tokenStride",
-                           "token stride in bytes is not a multiple of the 16-byte vector load", in.tokenStride, 16);
-    a.ldx = a.cols;  // checked above; with free strides, rows may interleave
-    if (in.cols() > kMaxHeadMajorCols)
-      return Status::error(StatusCode::kInvalidShape, fn, "K", "H * D of a head-major input must be < 2^31",
-                           in.cols(), kMaxHeadMajorCols);
-  }
-  if (q.rows != in.rows || q.cols != in.cols())
-    return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from the input's (M, K)",
-                         q.rows != in.rows ? q.rows : q.cols, q.rows != in.rows ? in.rows : in.cols());
-  return checkQuantArgs(fn, a, 16, GroupTilePolicy<In>::kElems);
-}
 
 }  // namespace detail
 

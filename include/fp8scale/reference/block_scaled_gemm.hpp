@@ -22,7 +22,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "../consumers/weight_block_quant.hpp"
+#include "../spec/weight_block_quant.hpp"
 #include "group_quant.hpp"
 
 namespace fp8scale {
@@ -58,7 +58,7 @@ Status weightBlockQuant(const WeightQuantInput<In>& in, Fp8Matrix<Format> q, Sca
           q(n, k) = encode<Format>(toFloat(in.w[n * in.ld + k]) * inv);
       scale(nb, kb) = s;
     }
-    for (index_t c = scale.cols(); c < scale.ld(); ++c) scale.data()[nb * scale.ld() + c] = 0.0f;
+    for (index_t c = scale.cols(); c < scale.ld(); ++c) scale.data()[scale.layout().offset(nb, c)] = 0.0f;  // padding
   }
   return Status::ok();
 }

@@ -2,15 +2,15 @@
 // step as reference::groupQuant. Device results may differ from these by one
 // fp8 step on a small fraction of elements (exp, rsqrt and the order of the
 // sum of squares differ between host and device); the specification is
-// semantics stated in producers/silu_clamp_quant.hpp and rmsnorm_quant.hpp.
+// semantics stated in spec/silu_clamp_quant.hpp and producers/rmsnorm_quant.hpp.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "../producers/rmsnorm_quant.hpp"
-#include "../producers/silu_clamp_quant.hpp"
+#include "../spec/rmsnorm_quant.hpp"
+#include "../spec/silu_clamp_quant.hpp"
 #include "group_quant.hpp"
 
 namespace fp8scale {

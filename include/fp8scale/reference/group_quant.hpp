@@ -2,7 +2,7 @@
 //
 // Every device producer is tested against this function: pure group quant bit
 // for bit, fused producers through the same per-group step applied to their
-// fp32 intermediate. The rules (README "Numerics"):
+// fp32 intermediate. The rules (docs/numerics.md):
 //   amax = max(max |v| ignoring NaN, eps); s = rule(amax / fmax);
 //   inv = 1 / s; q = encode(v * inv).
 #pragma once
