@@ -29,7 +29,7 @@
 #include "allreduce_ranks/options.hpp"
 #include "fp8scale/producers/allreduce_rmsnorm_quant.hpp"
 #if defined(FP8SCALE_WITH_NCCL)
-#include "fp8scale/allreduce/nccl_fallback.hpp"
+#include "fp8scale/producers/allreduce_rmsnorm_quant_nccl.hpp"
 #endif
 
 namespace fp8scale {

@@ -42,7 +42,7 @@
 #include "fp8scale/reference/allreduce_fused.hpp"
 #include "fused_tally.cuh"
 #if defined(FP8SCALE_WITH_NCCL)
-#include "fp8scale/allreduce/nccl_fallback.hpp"
+#include "fp8scale/producers/allreduce_rmsnorm_quant_nccl.hpp"
 #endif
 
 namespace fp8scale::test {

@@ -18,7 +18,7 @@
 // nothing.
 #pragma once
 
-#include "../producers/allreduce_rmsnorm_quant.hpp"
+#include "allreduce_rmsnorm_quant.hpp"
 
 #if defined(FP8SCALE_HAS_DEVICE) && defined(FP8SCALE_WITH_NCCL)
 
