@@ -29,7 +29,7 @@
 #include <tuple>
 #include <vector>
 
-#include "bench_util.cuh"
+#include "graph_timing.cuh"
 #include "fp8scale/producers/allreduce_rmsnorm_quant.hpp"
 
 namespace {

@@ -24,7 +24,7 @@
 
 #include "fp8scale/consumers/cublaslt_block_gemm.hpp"
 #include "fp8scale/consumers/weight_block_quant.hpp"
-#include "bench_util.cuh"
+#include "graph_timing.cuh"
 #include "fp8scale/fp8scale.hpp"
 
 namespace {
@@ -39,7 +39,7 @@ const std::vector<index_t> kRows = {1, 16, 128, 4096};
 cudaStream_t gStream;
 CublasLtBlockGemm* gGemm = nullptr;
 
-/// Seconds per call of `body` on gStream (bench_util.cuh).
+/// Seconds per call of `body` on gStream (support/graph_timing.cuh).
 double timePerCall(const std::function<void()>& body) { return bench::timePerCall(gStream, body); }
 
 /// Device buffers sized for the largest M, reused by every benchmark.

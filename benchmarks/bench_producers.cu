@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_util.cuh"
+#include "graph_timing.cuh"
 #include "fp8scale/fp8scale.hpp"
 
 namespace {
@@ -59,7 +59,7 @@ const std::vector<index_t> kOddRows = {3, 127, 2047, 8191, 65535};
 
 cudaStream_t gStream;
 
-/// Seconds per call of `body` on gStream (bench_util.cuh).
+/// Seconds per call of `body` on gStream (support/graph_timing.cuh).
 double timePerCall(const std::function<void()>& body) { return bench::timePerCall(gStream, body); }
 
 /// The timed loop of an entry: each iteration's time is `seconds()`;

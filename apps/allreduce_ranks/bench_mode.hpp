@@ -1,7 +1,7 @@
 // fp8scale-allreduce-ranks --mode bench: the fused call (allreduceRmsNormQuant,
 // auto algorithm) against what an engine runs without it, ncclAllReduce
 // (bf16 sum) followed by rmsNormQuant, with one process per GPU. Both are
-// timed by benchmarks/bench_util.cuh's timePerCall on every rank: a CUDA
+// timed by support/graph_timing.cuh's timePerCall on every rank: a CUDA
 // graph of 20 calls, CUDA events around 15 replays, the median / 20. The
 // ranks replay their graphs without host synchronization between them, so a
 // replay that starts late on one rank shows in the others' times; the table
@@ -21,7 +21,7 @@
 
 #include "allreduce_ranks/check_mode.hpp"
 #include "allreduce_ranks/rank_context.hpp"
-#include "bench_util.cuh"
+#include "graph_timing.cuh"
 
 namespace fp8scale {
 namespace ranks {

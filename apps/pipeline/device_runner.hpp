@@ -25,7 +25,7 @@
 #include <tuple>
 #include <vector>
 
-#include "bench_util.cuh"
+#include "graph_timing.cuh"
 #include "fp8scale/consumers/cublaslt_block_gemm.hpp"
 #include "fp8scale/consumers/weight_block_quant.hpp"
 #include "fp8scale/fp8scale.hpp"
@@ -135,7 +135,7 @@ class GpuContext {
 /// Microseconds per call of `body` (which enqueues one call on `stream`):
 /// a graph of `iters` calls, replayed kReplays times after a warm-up, the
 /// median replay over `iters`. `prepare` enqueues untimed work before each
-/// replay. bench_util.cuh's timer; a CUDA error throws (graph and events are
+/// replay. graph_timing.cuh's timer; a CUDA error throws (graph and events are
 /// released).
 inline double timeGraph(cudaStream_t stream, int iters, const std::function<void()>& body,
                         const std::function<void()>& prepare) {

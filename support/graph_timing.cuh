@@ -1,6 +1,7 @@
-// What the benchmarks (and the apps' timings) share: a CUDA error check that
-// ends the run, a Status check, and the time per call of a body of GPU work,
-// taken from CUDA events around CUDA-graph replays.
+// The timing helpers the benchmarks (benchmarks/) and the programs (apps/)
+// share: a CUDA error check that ends the run, a Status check, and the time
+// per call of a body of GPU work, taken from CUDA events around CUDA-graph
+// replays. Not part of the library: both include it from support/.
 #pragma once
 
 #include <cuda_runtime.h>
