@@ -1,0 +1,2 @@
+// A program that includes a helper from benchmarks/.
+#include "timing.cuh"

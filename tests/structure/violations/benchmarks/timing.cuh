@@ -1,0 +1,2 @@
+// A benchmark helper that a program must not include.
+#pragma once
