@@ -794,7 +794,8 @@ __global__ void __launch_bounds__(256)
     tuneGroupTileKernel(Load load, index_t rows, index_t groups, Fp8Matrix<E4M3FN> q,
                         ScaleView<float, ScaleLayoutFor<T>> scale, float fmax, float eps, int tileRows, int tileGroups) {
   static_assert(kDepth == 0 || kDepth == 1, "d0: a block per row tile; d1: blocks looping over row tiles");
-  detail::groupTile<E4M3FN, ScaleFp32, 128, kElems, /*kLoop*/ kDepth == 1>(
+  // The launcher's kernels: a column-major looping kernel carries the padding code.
+  detail::groupTile<E4M3FN, ScaleFp32, 128, kElems, /*kLoop*/ kDepth == 1, /*kPadding*/ T && kDepth == 1>(
       load, rows, groups, q, scale, fmax, eps, tileRows, tileGroups, /*scalesEvictLast=*/false);
 }
 

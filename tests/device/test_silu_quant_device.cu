@@ -91,9 +91,12 @@ void launchSiluSlices(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleVi
       detail::groupTileGrid("test", T, in.rows, in.intermediate / kGroup, kGroup, kThreads, kElems, 0,
                             scale.hasPadding() ? 1 : 0, GroupTilePolicy<In>::kSectorScales);
   ASSERT_TRUE(grid.status.isOk());
-  detail::siluClampQuantKernel<In, Format, Rule, kGroup, T, kElems>
-      <<<dim3(static_cast<unsigned>(grid.gridX), static_cast<unsigned>(grid.gridY)), kThreads>>>(
-          in, q, scale, Format::kMax, kDefaultAmaxEps, grid.tileRows, grid.tileGroups, false);
+  auto kernel = detail::siluClampQuantKernel<In, Format, Rule, kGroup, T, kElems, /*kPadding*/ false>;
+  if constexpr (T) {
+    if (scale.hasPadding()) kernel = detail::siluClampQuantKernel<In, Format, Rule, kGroup, T, kElems, true>;
+  }
+  kernel<<<dim3(static_cast<unsigned>(grid.gridX), static_cast<unsigned>(grid.gridY)), kThreads>>>(
+      in, q, scale, Format::kMax, kDefaultAmaxEps, grid.tileRows, grid.tileGroups, false);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
 }
 

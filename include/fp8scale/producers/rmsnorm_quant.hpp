@@ -318,18 +318,25 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void writePaddingRow(const ScaleView<float,
     for (index_t g = threadIdx.x; g < scale.cols(); g += blockDim.x) writeScalePadding(scale, g, 0, 1);
 }
 
-/// One block per row; when the view has padding slots one more block,
-/// m = M, writes them (writePaddingRow). kMaxVecs = 1 takes blocks of fewer
-/// than kThreads threads too (whole warps holding the row: rowSum).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs>
+/// One block per row; when the view has padding slots (kPadding) one more
+/// block, m = M, writes them (writePaddingRow). Without padding slots the
+/// kernel carries none of that code (the small-M kernel: see groupTile's
+/// kPadding). kMaxVecs = 1 takes blocks of fewer than kThreads threads too
+/// (whole warps holding the row: rowSum).
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
+          bool kPadding>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
                        ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
                        bool scalesEvictLast) {
+  static_assert(TRANSPOSE_SCALE || !kPadding, "row-major views have no padding slots");
   const index_t m = blockIdx.x;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
-  if (m >= in.rows) return writePaddingRow(scale, m);
+  if (m >= in.rows) {
+    if constexpr (kPadding) writePaddingRow(scale, m);
+    return;
+  }
   const auto loadX = [&](int v, float* out) { loadVec(in.x + m * in.ldx + v * kVecElems<In>, out); };  // x(m, v)
   int parity = 0;
   rmsNormQuantRowFrom<In, Format, Rule, kGroup, kThreads, kMaxVecs>(in, m, loadX, q, scale, fmax, eps,
@@ -390,8 +397,9 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
 
 /// A block per row, and the padding row's block when the view has padding
 /// slots (paddedRowTiles), of `threads` threads, running
-/// kernelOf(Rule{}, std::integral_constant<int, kGroup>{}) for the call's
-/// rule and group size.
+/// kernelOf(Rule{}, std::integral_constant<int, kGroup>{}, padding) for the
+/// call's rule and group size, padding std::true_type when the view has
+/// padding slots (column-major only) and std::false_type otherwise.
 template <class In, class Format, class Layout, class KernelOf>
 Status launchRowBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                        const QuantOptions& opt, float fmax, Stream stream, index_t threads, KernelOf kernelOf) {
@@ -400,9 +408,13 @@ Status launchRowBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, Sca
     return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
   if (blocks == 0) return Status::ok();
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernelOf(rule, group),
-                                          dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(threads)), 0,
-                                          stream, in, q, scale, fmax, opt.eps, storesScalesEvictLast(opt.scaleStore));
+    auto kernel = kernelOf(rule, group, std::false_type{});
+    if constexpr (Layout::kColumnMajor) {
+      if (scale.hasPadding()) kernel = kernelOf(rule, group, std::true_type{});
+    }
+    const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, dim3(static_cast<unsigned>(blocks)),
+                                          dim3(static_cast<unsigned>(threads)), 0, stream, in, q, scale, fmax,
+                                          opt.eps, storesScalesEvictLast(opt.scaleStore));
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("rmsNormQuant", e);
   });
 }
@@ -415,9 +427,9 @@ Status launchRowBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, Sca
 template <class Format, int kThreads, int kMaxVecs, class In, class Layout>
 Status launchRmsNormQuantBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                                 const QuantOptions& opt, float fmax, Stream stream, index_t threads = kThreads) {
-  return launchRowBlocks(in, q, scale, opt, fmax, stream, threads, [](auto rule, auto group) {
+  return launchRowBlocks(in, q, scale, opt, fmax, stream, threads, [](auto rule, auto group, auto padding) {
     return rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value,
-                              /*TRANSPOSE_SCALE*/ Layout::kColumnMajor, kThreads, kMaxVecs>;
+                              /*TRANSPOSE_SCALE*/ Layout::kColumnMajor, kThreads, kMaxVecs, decltype(padding)::value>;
   });
 }
 
@@ -426,7 +438,9 @@ Status launchRmsNormQuantBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Forma
 template <class Format, int kThreads, int kMaxVecs, int kMinBlocks, class In, class Layout>
 Status launchRmsNormQuantStaged(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                                 const QuantOptions& opt, float fmax, Stream stream) {
-  return launchRowBlocks(in, q, scale, opt, fmax, stream, kThreads, [](auto rule, auto group) {
+  // One kernel either way: the large-M kernel keeps its padding code (no
+  // measurable cost there).
+  return launchRowBlocks(in, q, scale, opt, fmax, stream, kThreads, [](auto rule, auto group, auto /*padding*/) {
     return rmsNormQuantStagedKernel<In, Format, decltype(rule), decltype(group)::value,
                                     /*TRANSPOSE_SCALE*/ Layout::kColumnMajor, kThreads, kMaxVecs, kMinBlocks>;
   });

@@ -50,13 +50,14 @@ struct SiluClampLoad {
 /// groupTile over silu(gate) * up with kElems values a thread
 /// (GroupTilePolicy: kElems, or kSiluSmallGridElems for small grids), a block
 /// per row tile.
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems>
+template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems, bool kPadding>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
                          ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
                          int tileRows, int tileGroups, bool scalesEvictLast) {
-  groupTile<Format, Rule, kGroup, kElems, /*kLoop*/ false>(SiluClampLoad<In>{in}, in.rows, in.intermediate / kGroup, q,
-                                                           scale, fmax, eps, tileRows, tileGroups, scalesEvictLast);
+  groupTile<Format, Rule, kGroup, kElems, /*kLoop*/ false, kPadding>(SiluClampLoad<In>{in}, in.rows,
+                                                                     in.intermediate / kGroup, q, scale, fmax, eps,
+                                                                     tileRows, tileGroups, scalesEvictLast);
 }
 
 /// SiLU-clamp's kernels for a rule and group size, as launchGroupTile names
@@ -69,10 +70,10 @@ struct SiluClampQuantKernelFor {
   struct Of {
     static constexpr int kSmallGridElems = GroupTilePolicy<In>::kSiluSmallGridElems;
     static constexpr bool kLoops = false;
-    template <int kElems, bool kLoop>
+    template <int kElems, bool kLoop, bool kPadding>
     static auto kernel() {
       static_assert(!kLoop, "SiLU-clamp has no looping kernel");
-      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kElems>;
+      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kElems, kPadding>;
     }
   };
 };
