@@ -103,6 +103,55 @@ TYPED_TEST(GroupQuantDevice, PaddingColumnOfBlocksWritesEverySlot) {
 
 class GroupQuantDeviceShapes : public DeviceTest {};
 
+// The looping kernel on a grid of one block along the rows (what the
+// launcher plans on a device with few SMs, or for very many groups a row),
+// with a partial last row tile (M = 41: tiles of 8 rows, the sixth holds
+// one) and more padding slots a column than that tile has rows: the threads
+// past the rows of the partial tile write their slots of the padding tile,
+// the next tile their block visits. Groups of 32 (two lanes a group), so a
+// column's slots span 5 (ld = M + 9) or all 8 (ld = M + 40, looping) rows
+// of the padding tile.
+TEST_F(GroupQuantDeviceShapes, LoopingKernelOnOneBlockAlongTheRowsWritesEveryPaddingSlot) {
+  using Policy = GroupTilePolicy<BFloat16>;
+  constexpr int kGroup = 32;
+  const index_t M = 41, K = kGroup * 40, G = K / kGroup;
+  const auto x = makeActivations<BFloat16>(M, K, K, 23u, E4M3FN::kMax);
+  DeviceBuffer<BFloat16> dx(x.size());
+  dx.upload(x);
+  QuantOptions opt;
+  opt.groupSize = kGroup;
+  const auto in = GroupQuantInput<BFloat16>::matrix(dx.get(), M, K, K);
+  for (index_t ld : {M + 9, M + 40}) {
+    SCOPED_TRACE(::testing::Message() << "ld=" << ld);
+    const ContractOutput got = checkTransposeContract<E4M3FN>(M, K, kGroup, ld, [&](auto q, auto scale) {
+      using Layout = typename decltype(scale)::layout_type;
+      if constexpr (!Layout::kColumnMajor) {
+        return groupQuant<E4M3FN>(in, q, scale, opt, nullptr);
+      } else {
+        // targetBlocks 1: rowTileBlocks caps the row-tile axis at one block.
+        const detail::GroupTileGrid grid = detail::groupTileGrid("test", true, M, G, kGroup, Policy::kThreads,
+                                                                 Policy::kElems, 1, 0, Policy::kSectorScales);
+        EXPECT_TRUE(grid.status.isOk());
+        EXPECT_EQ(grid.gridX, 1);
+        EXPECT_EQ(grid.tileRows, 8);
+        detail::groupQuantKernel<BFloat16, E4M3FN, ScaleFp32, kGroup, true, Policy::kElems, /*kLoop*/ true,
+                                 /*kPadding*/ true>
+            <<<dim3(1, static_cast<unsigned>(grid.gridY)), Policy::kThreads>>>(
+                in, q, scale, E4M3FN::kMax, opt.eps, grid.tileRows, grid.tileGroups, false);
+        EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+        return Result<QuantizedTensor<E4M3FN, ColMajor>>(QuantizedTensor<E4M3FN, ColMajor>{q, scale, kGroup});
+      }
+    });
+    std::vector<std::uint8_t> q(M * K);
+    std::vector<float> s(M * G);
+    ASSERT_TRUE((reference::groupQuant<E4M3FN, ScaleFp32>(x.data(), M, K, K, kGroup,
+                                                           Fp8Matrix<E4M3FN>{q.data(), M, K, K},
+                                                           rowMajorView(s.data(), M, G).value())));
+    EXPECT_TRUE(q == got.q);
+    EXPECT_EQ(countBitDiffs(s, got.rowMajorScale), 0u);
+  }
+}
+
 // The MLA o_proj input: [M, H, D] with padded token and head strides.
 TEST_F(GroupQuantDeviceShapes, HeadMajorInputEqualsItsDenseCopy) {
   const index_t M = 17, H = 16, D = 128, headStride = D + 32, tokenStride = H * headStride + 64, K = H * D;

@@ -264,8 +264,14 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
   index_t m = static_cast<index_t>(blockIdx.x) * tileRows + r;
   const index_t g = static_cast<index_t>(blockIdx.y) * tileGroups + c;
   const index_t rowStep = static_cast<index_t>(gridDim.x) * tileRows;
-  // Past the rows: the padding tile writes its columns' padding slots.
+  // Past the rows: the padding tile writes its columns' padding slots. With
+  // kLoop a thread past the rows of a data tile (the last, partial one)
+  // writes its slots of the tile it would visit next, row + rowStep: the
+  // padding tile when the grid has one block along the rows, where no
+  // thread of that row would reach it otherwise (with more blocks the
+  // padding tile's block visits it in full).
   const auto pastRows = [&](index_t row) {
+    if (kLoop && row - r < rows) row += rowStep;
     if (g < groups && isPaddingTile(scale, row - r, tileRows))
       writeScalePadding(scale, g, static_cast<index_t>(r) * kLanes + lane, static_cast<index_t>(tileRows) * kLanes);
   };
