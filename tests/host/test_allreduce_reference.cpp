@@ -8,8 +8,10 @@
 #include <cstring>
 #include <vector>
 
+#include "fp8scale/allreduce/allreduce_sum.hpp"
 #include "fp8scale/allreduce/communicator.hpp"
 #include "fp8scale/allreduce/signal.hpp"
+#include "fp8scale/producers/allreduce_rmsnorm_quant.hpp"
 #include "fp8scale/reference/allreduce_fused.hpp"
 
 namespace fp8scale {
@@ -111,6 +113,28 @@ TEST(AllreducePolicy, AutoPicksOneStageForSmallMessagesAndTwoStageWhenKSplits) {
   EXPECT_EQ(chooseAllreduceAlgorithm(A::kAuto, 4, 256, 1024, 2, kOne), A::kOneStage);
   EXPECT_EQ(chooseAllreduceAlgorithm(A::kAuto, 4, 257, 1024, 2, kOne), A::kTwoStage);
   EXPECT_EQ(chooseAllreduceAlgorithm(A::kAuto, 4, 257, 1024, 2, 0), A::kTwoStage);
+}
+
+// The scratch buffer bounds two-stage messages, and one-stage ones only when
+// the call stages its rows there (the fused producer's long rows): a
+// one-stage call of short rows larger than the buffer is the custom path's.
+TEST(AllreducePolicy, OnlyStagedOrTwoStageMessagesMustFitTheScratchBuffer) {
+  using fp8scale::AllreduceAlgorithm;
+  using fp8scale::BFloat16;
+  using fp8scale::detail::checkAllreduceShape;
+  const std::size_t buffer = std::size_t{1} << 20;  // 1 MiB
+  const fp8scale::index_t M = 4096, K = 7168;       // 56 MiB of bf16
+  EXPECT_TRUE(checkAllreduceShape<BFloat16>("t", AllreduceAlgorithm::kOneStage, 2, M, K, buffer, false));
+  const fp8scale::Status staged =
+      checkAllreduceShape<BFloat16>("t", AllreduceAlgorithm::kOneStage, 2, M, K, buffer, true);
+  EXPECT_EQ(staged.code(), fp8scale::StatusCode::kInvalidShape);
+  EXPECT_NE(staged.message().find("'M'"), std::string::npos) << staged.message();
+  EXPECT_EQ(checkAllreduceShape<BFloat16>("t", AllreduceAlgorithm::kTwoStage, 2, M, K, buffer, false).code(),
+            fp8scale::StatusCode::kInvalidShape);
+  // What the fused producer and its fallback pass: rows of K = 7168 are not
+  // staged, rows of K = 16384 are.
+  EXPECT_FALSE(fp8scale::detail::allreduceStagesRows<BFloat16>(7168));
+  EXPECT_TRUE(fp8scale::detail::allreduceStagesRows<BFloat16>(16384));
 }
 
 TEST(AllreducePolicy, GridLimitKeepsEveryRanksGridResident) {

@@ -150,7 +150,7 @@ Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuantOrFallback(const Al
     const bool covered =
         custom->findRegistered(in.x, bytes, perRank) &&
         detail::checkAllreduceShape<In>("allreduceRmsNormQuantOrFallback", algo, custom->world(), in.rows, in.cols,
-                                        custom->bufferBytes(), true)
+                                        custom->bufferBytes(), detail::allreduceStagesRows<In>(in.cols))
             .isOk();
     if (covered || fallback == nullptr) return allreduceRmsNormQuant<Format>(*custom, in, q, scale, opt, stream);
   }
