@@ -133,7 +133,7 @@ Status planMaterialize(const char* fn, const ScaleView<T, SrcLayout>& src, T* ds
   const auto* s0 = reinterpret_cast<const unsigned char*>(src.data());
   const auto* s1 = reinterpret_cast<const unsigned char*>(src.data() + src.requiredSpan());
   const auto* d0 = reinterpret_cast<const unsigned char*>(dst);
-  const auto* d1 = reinterpret_cast<const unsigned char*>(dst + src.cols() * ld);
+  const auto* d1 = reinterpret_cast<const unsigned char*>(dst + ColMajor{ld}.writtenSpan(src.cols()));
   if (d0 < s1 && s0 < d1)
     return Status::error(StatusCode::kInvalidValue, fn, "dst", "destination overlaps the source; relayout is not in place");
   out = ScaleView<T, ColMajor>::fromValidated(dst, src.rows(), src.cols(), ColMajor{ld});

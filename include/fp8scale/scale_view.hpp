@@ -67,6 +67,9 @@ struct ColMajor {
   /// Slots m in [rows, ld) of each column: addressed by offset(m, g) like the
   /// scales, holding no scale. Every writer of a view sets them to 0.
   FP8SCALE_HOST_DEVICE constexpr index_t paddingRows(index_t rows) const { return ld - rows; }
+  /// The slots a writer of `cols` columns sets, padding included: cols * ld,
+  /// also at rows == 0 (where requiredSpan, the extent a reader needs, is 0).
+  FP8SCALE_HOST_DEVICE constexpr index_t writtenSpan(index_t cols) const { return cols * ld; }
 };
 
 /// Column-major bytes [G][M] under a contiguous (M, G) presentation ("P1").
