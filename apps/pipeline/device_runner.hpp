@@ -16,6 +16,7 @@
 #if defined(FP8SCALE_PLATFORM_CUDA)
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstring>
@@ -90,6 +91,14 @@ std::vector<T> download(const T* src, std::size_t n, cudaStream_t stream) {
   return out;
 }
 
+/// Whether the CUDA driver library (libcuda.so.1) is installed.
+inline bool driverLibraryLoads() {
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  dlclose(h);
+  return true;
+}
+
 /// The GPU: a stream and the cuBLASLt GEMM. create() fails (with the reason)
 /// when there is no usable GPU; the program then takes the host path.
 class GpuContext {
@@ -99,9 +108,14 @@ class GpuContext {
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
       cudaGetLastError();  // clear the sticky-free error state of a failed query
-      return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e);
+      // The runtime reports a missing driver as one "insufficient" for it:
+      // only a driver library that loads is an old driver.
+      if (e == cudaErrorNoDevice || (e == cudaErrorInsufficientDriver && !driverLibraryLoads()))
+        return "no CUDA device or driver found";
+      if (e == cudaErrorInsufficientDriver) return "the CUDA driver is older than this build's CUDA runtime";
+      return std::string("no usable CUDA device (cudaGetDeviceCount: ") + cudaGetErrorString(e) + ")";
     }
-    if (count == 0) return "no CUDA device";
+    if (count == 0) return "no CUDA device or driver found";
     if (cudaSetDevice(0) != cudaSuccess) return "cudaSetDevice(0) failed";
     auto gemm = CublasLtBlockGemm::create();
     if (!gemm) return "cuBLASLt block-scaled GEMM unavailable: " + gemm.status().message();

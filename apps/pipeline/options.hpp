@@ -66,6 +66,10 @@ inline const std::vector<index_t>& defaultHostRows() {
 /// Largest M accepted by --m (a [M, 16384] bf16 activation is then 8 GiB).
 constexpr index_t kMaxRows = 262144;
 
+/// How results go to stdout: fixed-width text tables (default), markdown
+/// tables, or the JSON document alone.
+enum class OutputFormat { kText, kMarkdown, kJson };
+
 struct Options {
   std::vector<index_t> rows;        ///< --m, sorted, unique; empty: the path's default
   std::vector<SiteId> sites;        ///< --sites (or the mapped sites with --input); empty: all
@@ -76,6 +80,7 @@ struct Options {
   std::string input;                ///< --input FILE.safetensors
   std::vector<std::pair<SiteId, std::string>> map;  ///< --map SITE=TENSOR, in site order
   std::string json;                 ///< --json FILE
+  OutputFormat format = OutputFormat::kText;  ///< --format
   bool forceHost = false;           ///< --host
   std::string corrupt;              ///< --corrupt WHAT (testing the checks); empty: none
   bool help = false;                ///< --help
@@ -99,8 +104,8 @@ inline const char* usageText() {
          "  moe_in     RMSNorm quant (+ residual) of x[M, 7168]       -> GEMM N = 4096 (gate|up, I = 2048)\n"
          "  down_in    SiLU-clamp quant of gate|up [M, 2 * 2048]      -> GEMM N = 7168, K = 2048\n"
          "GPU path (a CUDA build on an sm_90 GPU): device producers, materialize, cuBLASLt. Host path\n"
-         "(no GPU, or --host): the host reference producers, materializeHost and the fp64 reference\n"
-         "GEMM; the first output line says which.\n"
+         "(no GPU, a host-only build, or --host): the host reference producers, materializeHost and\n"
+         "the fp64 reference GEMM. The first output line says which path runs, and why.\n"
          "\n"
          "flags:\n"
          "  --m LIST            token counts M, comma-separated\n"
@@ -117,7 +122,9 @@ inline const char* usageText() {
          "  --map SITE=TENSOR   the tensor of --input that feeds SITE (repeatable). Shapes: attn_in,\n"
          "                      moe_in [rows..., K]; o_proj_in [rows..., H, D] or [rows, K];\n"
          "                      down_in [rows..., 2 * I]; K and I multiples of 128\n"
-         "  --json FILE         also write the results as JSON\n"
+         "  --format F          stdout: text (default; tables fit 100 columns), markdown (the same\n"
+         "                      tables as markdown) or json (the JSON document alone)\n"
+         "  --json FILE         also write the results as JSON to FILE\n"
          "  --host              take the host path even where a GPU is present\n"
          "  --corrupt WHAT      testing: change one value of the gate path's result before the\n"
          "                      checks (fp8, scale, padding, residual, gemm), which must then fail\n"
@@ -216,6 +223,12 @@ inline std::variant<Options, UsageError> parseOptions(int argc, const char* cons
       if (value != "fp8" && value != "scale" && value != "padding" && value != "residual" && value != "gemm")
         return UsageError{reader.badValue("not one of fp8, scale, padding, residual, gemm")};
       o.corrupt = value;
+    } else if (arg == "--format") {
+      if (auto e = reader.takeValue()) return UsageError{*e};
+      if (value == "text") o.format = OutputFormat::kText;
+      else if (value == "markdown" || value == "md") o.format = OutputFormat::kMarkdown;
+      else if (value == "json") o.format = OutputFormat::kJson;
+      else return UsageError{reader.badValue("not one of text, markdown, json")};
     } else if (arg == "--json") {
       if (auto e = reader.takeValue()) return UsageError{*e};
       if (value.empty()) return UsageError{reader.badValue("empty file name")};
