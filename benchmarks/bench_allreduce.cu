@@ -1,4 +1,4 @@
-// Fused allreduce + residual + RMSNorm + group quant (issue 4) against the
+// Fused allreduce + residual + RMSNorm + group quant against the
 // unfused pair (the allreduce-only kernel, then a separate rmsNormQuant
 // launch), W = 2, 4, 8 ranks simulated on one GPU (Google Benchmark, GPU
 // time from CUDA events).
@@ -10,7 +10,7 @@
 // wait on one start event; the stop event waits on all of them) and divides
 // by kCallsPerGraph. The W ranks share one GPU's SMs and memory bandwidth, so
 // a call here moves W x the bytes one GPU of a real node moves: these are
-// not multi-GPU numbers (a later issue measures those), but the fused /
+// not multi-GPU numbers (apps/allreduce_ranks measures those), but the fused /
 // unfused ratio compares like with like. bf16 input, K = 7168, e4m3fn, fp32
 // scales, column-major (TRANSPOSE_SCALE) scales, residual in place, no bf16
 // output. Counters: us_per_call, algorithm (1 one-stage, 2 two-stage).

@@ -1,4 +1,4 @@
-// Producer + block-scaled GEMM benchmarks (issue 5): what feeding cuBLASLt's
+// Producer + block-scaled GEMM benchmarks: what feeding cuBLASLt's
 // VEC128 x BLK128x128 fp8 GEMM costs per call along the two paths that give
 // it its column-major activation scales:
 //   transposed : groupQuant with TRANSPOSE_SCALE (ColMajor{align(M, 4)} view) + GEMM

@@ -21,8 +21,8 @@
 // path is its own benchmark; tools/bench_table.py subtracts the two. With the
 // full set, tune/... entries time the block shapes, register bounds and grid
 // caps the policies chose between. .../pdl entries launch with programmatic dependent launch.
-// naive/... entries time plain group quant, SiLU-clamp and RMSNorm kernels (calibration
-// of the baselines against the producers issue's statement); vs_input_copy_bw
+// naive/... entries time plain group quant, SiLU-clamp and RMSNorm kernels (a
+// calibration: what a straightforward kernel reaches against the same copy); vs_input_copy_bw
 // is GBps against the copy of the entry's input bytes at the same M.
 // scale_store/... entries force each L2 policy of the scale stores
 // (QuantOptions::scaleStore), also with an L2 flush after every call.
@@ -109,11 +109,10 @@ __global__ void __launch_bounds__(256) copyKernel(const uint4* __restrict__ src,
 /// Scales (1/32 of the fp8 bytes, ~1% of the total) are left out. One
 /// thread per piece, in address order, n pieces: the producers' group-tile
 /// grids run row tiles fastest instead, an order that moved these same
-/// bytes 2.5-4.4% slower at M >= 8192 (benchmarks/results/
-/// h200_ab_grid_order_rmsnorm_bulk.txt), and RMSNorm quant's row loop
-/// order moves its bytes 8-10% slower (with a separate residual_out; written
-/// in place, address order loses more: h200_rmsnorm_row_order.txt), so the
-/// gap to this ceiling is part order, part arithmetic.
+/// bytes 2.5-4.4% slower at M >= 8192 on an H200, and RMSNorm quant's row
+/// loop order moves its bytes 8-10% slower (with a separate residual_out;
+/// written in place, address order loses more), so the gap to this ceiling
+/// is part order, part arithmetic (docs/performance.md).
 enum class MoveKind { kGroup, kRms, kSilu };
 template <MoveKind kKind>
 __global__ void __launch_bounds__(256) moveBytesKernel(const uint4* __restrict__ a, const uint4* __restrict__ b,
@@ -263,9 +262,8 @@ __device__ __forceinline__ float naiveQuantize8(const float (&v)[8], float amax,
 }
 
 /// Calibration: group quant (or SiLU-clamp quant) written the plain way, the
-/// kind of kernel the producers issue's targets were stated against ("a
-/// naive kernel ... reaches 1.00x row-major and 0.96x column-major"), so
-/// that this run's baseline can be compared with the issue's. Each group of
+/// kind of kernel the producers' bandwidth targets are stated against, so
+/// that a run's copy baseline can be compared with other harnesses'. Each group of
 /// 128 outputs is 16 lanes of 8 values: one 16-byte load of x (kSilu: of
 /// gate and of up), the amax over 16 lanes by shuffles, scale = amax / 448
 /// (amax at least 1e-10), the values times 1 / scale to e4m3fn by the CUDA
@@ -877,7 +875,7 @@ void registerTuning() {
   reg("tune/rmsnorm_quant/col_major/256x4/rows/b2/w1", BM_TuneRmsNormBlock<256, 4, 2, 1, ColMajor>);
   // ... a block per row with h in shared memory (b: min blocks per SM; the
   // shapes that spill at their register bound, 256 x 4 at b5 / b6 and
-  // 128 x 8 at b8, ran at 0.4-0.7x the copy: h200_round7.txt, part 2)
+  // 128 x 8 at b8, ran at 0.4-0.7x the copy on an H200)
   reg("tune/rmsnorm_quant/row_major/256x4/staged/b4", BM_TuneRmsNormBlock<256, 4, 4, -1>);
   reg("tune/rmsnorm_quant/row_major/512x2/staged/b3", BM_TuneRmsNormBlock<512, 2, 3, -1>);
   reg("tune/rmsnorm_quant/col_major/512x2/staged/b3", BM_TuneRmsNormBlock<512, 2, 3, -1, ColMajor>);
@@ -1003,7 +1001,7 @@ void registerAll(bool quick) {
           ->Args({M, I})->UseManualTime()->Iterations(3);
   }
   // RMSNorm's small-M shape without its arithmetic, and what a cluster per
-  // row costs by itself (h200_rmsnorm_row_order.txt, part 4)
+  // row costs by itself
   for (index_t M : {1, 8, 64}) {
     if (quick) break;
     benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/block_per_row", BM_MoveRowBlock<false>)
@@ -1045,7 +1043,7 @@ void registerAll(bool quick) {
                                    BM_SiluClampQuant<ColMajor, false, kPlainStores, 4>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
     }
-  // Calibration: the plain kernel the issue's targets were stated against.
+  // Calibration: the plain kernels the bandwidth targets are stated against.
   reg("naive/group_quant/row_major", BM_Naive<false, false>);
   reg("naive/group_quant/col_major", BM_Naive<false, true>);
   reg("naive/rmsnorm_quant/row_major", BM_NaiveRmsNorm<false>);

@@ -120,8 +120,8 @@ def calibration_table(rows, sizes) -> None:
     producer), per layout."""
     if not any(n.startswith("naive/") for n in rows):
         return
-    print("**Calibration: a plain kernel of each producer** (`naive/...`; the issue states its bandwidth target "
-          "against one that reaches 1.00x row-major, 0.96x column-major)\n")
+    print("**Calibration: a plain kernel of each producer** (`naive/...`: a straightforward kernel of the "
+          "same arithmetic, what the producers' bandwidth is read against besides the copy)\n")
     head = ("| producer | M | plain: BW vs copy (row, col) | plain: BW vs input copy (row, col) | "
             "producer: BW vs copy (row, col) | producer speed over plain (row, col) |")
     print(head)

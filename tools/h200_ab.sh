@@ -4,7 +4,7 @@
 #   .devbin/bench_old        the baseline build
 #   .devbin/bench_producers  the change
 #   .devbin/libbenchmark.so.1debian (as for tools/h200_prebuilt.sh)
-# device run with carry [".devbin"]:
+# on the H200, from the repository root with .devbin/ copied there:
 #   AB_FILTER='regex' AB_ROUNDS=3 bash tools/h200_ab.sh
 #   AB_FILTER: Google Benchmark filter (names end in /iterations:3/manual_time:
 #     end a pattern with "/", not "$"); AB_ROUNDS (default 3); AB_TIMEOUT

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs the fused allreduce + RMSNorm quant (issue 4) on the H200 from prebuilt
-# binaries carried in .devbin/, from the repository root:
-#   on the developer machine:
+# Runs the fused allreduce + RMSNorm quant tests and benchmark on the H200 from
+# binaries built elsewhere and copied into .devbin/:
+#   on the build machine:
 #     cmake -S . -B build/ar -G Ninja -DFP8SCALE_CUDA=ON -DFP8SCALE_AMD_ISA=OFF -DCMAKE_BUILD_TYPE=Release
 #     cmake --build build/ar -j1 --target fp8scale_allreduce_tests bench_allreduce
 #     mkdir -p .devbin && cp build/ar/tests/device/fp8scale_allreduce_tests \
 #       build/ar/benchmarks/bench_allreduce /lib/x86_64-linux-gnu/libbenchmark.so.1debian .devbin/
-#   device run, carry [".devbin"]:  bash tools/h200_allreduce.sh
+#   then on the H200, from the repository root with .devbin/ copied there:
+#     bash tools/h200_allreduce.sh
 #   TESTS=gtest filter (default all)   BENCH=1|0 (default 1)
 #   FP8SCALE_AR_TIMEOUT_MS: spin limit of the tests' waits (default 5000)
 # W ranks are simulated on the one GPU: one process, one stream per rank, all

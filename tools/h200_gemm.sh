@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs the block-scaled GEMM consumer (issue 5) on the H200 from prebuilt
-# binaries carried in .devbin/, from the repository root:
-#   on the developer machine:
+# Runs the block-scaled GEMM consumer's tests and benchmark on the H200 from
+# binaries built elsewhere and copied into .devbin/:
+#   on the build machine:
 #     cmake -S . -B build/gemm -G Ninja -DFP8SCALE_CUDA=ON -DFP8SCALE_AMD_ISA=OFF -DCMAKE_BUILD_TYPE=Release
 #     cmake --build build/gemm -j1 --target fp8scale_gemm_tests bench_gemm_consumer
 #     mkdir -p .devbin && cp build/gemm/tests/device/fp8scale_gemm_tests \
 #       build/gemm/benchmarks/bench_gemm_consumer /lib/x86_64-linux-gnu/libbenchmark.so.1debian .devbin/
-#   device run, carry [".devbin"]:  bash tools/h200_gemm.sh
+#   then on the H200, from the repository root with .devbin/ copied there:
+#     bash tools/h200_gemm.sh
 #   TESTS=gtest filter (default all)   BENCH=1|0 (default 1)
 #   SANITIZE=1: compute-sanitizer memcheck on the layout probe and the refusal tests
 # Logs and the benchmark JSON go to ${OUT:-/tmp/fp8scale-out}; a short summary

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Runs binaries built on the developer machine (carried in .devbin/) on the
-# H200, to spend device time on running rather than compiling:
-#   cmake --build build/cuda --target fp8scale_device_tests bench_producers
+# Runs the device tests and bench_producers on the H200 from binaries built
+# elsewhere and copied into .devbin/, so that the GPU machine's time goes to
+# running rather than compiling. On the build machine (nvcc, Debian 12):
+#   cmake --preset cuda && cmake --build build/cuda --target fp8scale_device_tests bench_producers
 #   mkdir -p .devbin && cp build/cuda/tests/device/fp8scale_device_tests \
 #     build/cuda/benchmarks/bench_producers /lib/x86_64-linux-gnu/libbenchmark.so.1debian .devbin/
-# then device run with carry [".devbin"]: bash tools/h200_prebuilt.sh
+# then on the H200, from the repository root with .devbin/ copied there:
+#   bash tools/h200_prebuilt.sh
 #   TESTS=filter (default all)  BENCH=full|quick|tune|0 (BENCH_REPS=3)  SANITIZE=1|full
 set -uo pipefail
 OUT=${OUT:-/tmp/fp8scale-out}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device-tool call on the H200: build with nvcc (sm_90a), run the whole
+# On the H200 machine, from the repository root: build with nvcc (sm_90a), run the whole
 # test suite (host + device), optionally the benchmarks and the sanitizers,
 # and, with GEN_GOLDEN=1, regenerate the golden fp8 data first. Logs and JSON
 # go to $OUT; a short summary goes to stdout.

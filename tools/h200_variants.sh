@@ -3,7 +3,7 @@
 # and thermal drift fall on all of them alike (tools/h200_ab.sh does two):
 #   .devbin/<name> for each name in BINS (the first is the reference), and
 #   .devbin/libbenchmark.so.1debian (as for tools/h200_prebuilt.sh)
-# device run with carry [".devbin"]:
+# on the H200, from the repository root with .devbin/ copied there:
 #   BINS="bench_producers bench_x bench_y" ROUNDS=5 FILTER='regex' bash tools/h200_variants.sh
 #   (BINS required; ROUNDS default 3; FILTER, a Google Benchmark filter, default '^odd_m/')
 # Round r runs the builds starting at index r mod n. Each run: every entry

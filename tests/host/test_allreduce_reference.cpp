@@ -1,4 +1,4 @@
-// The fused allreduce's host side (issue 4): the reference's rank-ordered
+// The fused allreduce's host side: the reference's rank-ordered
 // fp32 sum with one rounding, its composition with the RMSNorm reference,
 // the algorithm choice, the co-residency bound, the barrier tags and the
 // statuses device faults turn into.

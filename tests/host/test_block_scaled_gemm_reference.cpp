@@ -1,4 +1,4 @@
-// The host references of the block-scaled GEMM consumer (issue 5): 128 x 128
+// The host references of the block-scaled GEMM consumer: 128 x 128
 // weight block quantization and the fp64 GEMM of dequantized operands, on
 // values small enough to check by hand, plus the shape of the cuBLASLt weight
 // scale buffer and the argument checks.
