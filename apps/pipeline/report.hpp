@@ -172,7 +172,7 @@ std::string siteHeadingText(const SiteInput<In>& in) {
 }
 
 inline void printTextTableHead(std::FILE* out) {
-  std::fprintf(out, "%14s%25s%18s%12s\n", "", "producer us/call", "+GEMM us/call", "scale bytes");
+  std::fprintf(out, "%14s%25s%17s%13s\n", "", "producer us/call", "+GEMM us/call", "scale bytes");
   std::fprintf(out, "%6s %6s %8s %8s %6s %8s %8s %11s %9s %9s  %s\n", "M", "ld", "gate", "old", "saved", "gate",
                "old", "not copied", "GEMM err", "quant err", "check");
 }
