@@ -154,7 +154,9 @@ FP8SCALE_HOST_DEVICE constexpr ScaleView<T, ColMajor> materialize(ScaleView<T, C
 /// (m, g) and dst slots [M, ld) of each column = 0.
 ///
 /// @param src  row-major or column-major (M, G) view
-/// @param dst  buffer of at least G * ld elements (unused when no copy is needed)
+/// @param dst  buffer of at least G * ld elements (unused when no copy is
+///             needed; at M == 0 with ld > 0 the result is all padding slots,
+///             written to dst, so dst is needed there)
 /// @param ld   the consumer's column-major ld (>= M), see consumerScaleLd()
 /// @return the ColMajor{ld} view: `src`'s own pointer when its bytes already
 ///         are that layout (ColMajor with the same ld; M == 1 with ld == 1;

@@ -1,4 +1,4 @@
-// The fused allreduce + residual + RMSNorm + group quant (issue 4) on one GPU
+// The fused allreduce + residual + RMSNorm + group quant on one GPU
 // with simulated ranks: W = 1, 2, 4, 8 ranks are plain buffers on device 0,
 // each rank's kernel on its own non-blocking stream, all co-resident.
 //

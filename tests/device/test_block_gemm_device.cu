@@ -1,5 +1,5 @@
 // A real block-scaled fp8 GEMM (cuBLASLt on Hopper) consuming the producers'
-// zero-copy column-major scale view (issue 5). For each producer and shape:
+// zero-copy column-major scale view. For each producer and shape:
 //   (a) the GEMM fed by TRANSPOSE_SCALE = true + its view is bit-identical to
 //       the GEMM fed by row-major emission + materialize;
 //   (b) both match an fp64 host GEMM of the dequantized operands within the

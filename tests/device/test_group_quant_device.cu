@@ -80,14 +80,14 @@ TYPED_TEST(GroupQuantDevice, RowLoopingKernelWithAndWithoutScalePadding) {
   for (int groupSize : {32, 64}) runGroupQuantCase<TypeParam>(4095, 7168, groupSize, 7u, 4096);
 }
 
-// The padding column of blocks of the loop-free kernels (one block per
-// group tile, past the last row tile): the small grid (M = 2 and 3,
+// The padding tile of the block-per-tile kernels (one block per group
+// tile, past the last row tile): the small grid (M = 2 and 3,
 // 128-thread blocks) and a block per row tile (M = 130 and 129, 256
 // threads), with two slots a column (ld = align(M, 4) at M % 4 == 2, which
 // the contract's M list lacks) and with padding wider than a block
 // (ld - M = 300); at K = 7296 (57 groups) the last group tile is partial, so
 // its padding block must stop at the last column.
-TYPED_TEST(GroupQuantDevice, PaddingColumnOfBlocksWritesEverySlot) {
+TYPED_TEST(GroupQuantDevice, PaddingTileWritesEverySlot) {
   for (index_t K : {7168, 7296}) {
     for (index_t M : {2, 130}) runGroupQuantCase<TypeParam>(M, K, 128, static_cast<unsigned>(M), alignUp(M, 4));
     for (index_t M : {3, 129}) runGroupQuantCase<TypeParam>(M, K, 128, static_cast<unsigned>(M), M + 300);

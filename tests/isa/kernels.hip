@@ -40,10 +40,10 @@ template __global__ void fp8scale::detail::materializeKernel<std::uint8_t, fp8sc
     fp8scale::ScaleView<std::uint8_t, fp8scale::ColMajor>);
 
 // Every producer instantiation: each launcher instantiates its kernels for
-// both scale rules and the three group sizes (one kernel per shape serves
-// views with and without padding slots), so these 12 launcher instantiations
-// per producer cover input type x format x rule x group size x
-// TRANSPOSE_SCALE x launch shape.
+// both scale rules and the three group sizes (the small-M column-major
+// kernels twice: with the padding tile's code and without), so these 12
+// launcher instantiations per producer cover input type x format x rule x
+// group size x TRANSPOSE_SCALE x launch shape.
 #include <fp8scale/producers/group_quant.hpp>
 #include <fp8scale/producers/rmsnorm_quant.hpp>
 #include <fp8scale/producers/silu_clamp_quant.hpp>
@@ -91,7 +91,7 @@ static_assert(is(rmsNormQuantLaunch<BFloat16>(16777215, 2048), RmsNormKernel::kR
 
 }  // namespace fp8scale_isa
 
-// The fused allreduce + residual + RMSNorm + group quant (issue 4): the
+// The fused allreduce + residual + RMSNorm + group quant: the
 // one-stage, two-stage and gathered (fallback) kernels of every input type x
 // format x rule x group size x TRANSPOSE_SCALE, through the launchers, and the
 // allreduce-only kernels the long-row path and allreduceSum() launch.

@@ -66,8 +66,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float quantizeGroupSlice(float (&v)[kN], st
 /// policy; elsewhere it is a plain store. The view must point into global
 /// memory (device, managed, host-mapped or peer allocations; every launcher
 /// passes the caller's scale buffer): the address is converted with
-/// cvta.to.global. Why and what it measured: ScaleStorePolicy and
-/// benchmarks/results/h200_ab_scale_evict_last.txt.
+/// cvta.to.global. Why and what it measured: ScaleStorePolicy.
 template <class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layout>& scale, index_t m, index_t g,
                                                      float s, bool evictLast) {

@@ -44,69 +44,24 @@ struct GroupTilePolicy {
   /// fp32 scales per 32-byte sector: the tile edge along the scale layout's
   /// contiguous dimension.
   static constexpr int kSectorScales = 8;
-  /// Group quant: grids up to kLoopFreeMaxWaves x what the device runs at
-  /// once run a block per row tile (40 registers); larger grids are capped
-  /// at kGroupQuantWaves x the resident blocks of a kernel whose blocks loop
-  /// over row tiles with the next tile's raw bytes in flight (groupTile with
-  /// kLoop, 54 registers), which evens out the last
-  /// wave. SiLU-clamp: always a block per row tile.
-  /// H200, K = 7168 / I = 2048, fraction of the copy bandwidth at M = 2048 /
-  /// 8192 / 65536 (tune/ entries of benchmarks/results/
-  /// h200_bench_producers_ab.json, one run):
-  ///   group quant row-major: loop 1.22 / 0.93 / 0.94, a block per tile
-  ///     1.08 / 0.95 / 0.95; column-major: loop 1.14 / 0.93 / 0.96, a block
-  ///     per tile 1.03 / 0.93 / 0.95; two waves, or rings of 2-4 tiles: no
-  ///     better. Below that (M <= 512) a block per tile is 0.1-0.3 us faster
-  ///     (M = 512: 3.18 vs 3.52 us).
-  ///   SiLU-clamp (57-63 registers looping, 40 not): a block per tile 0.84 /
-  ///     0.90 / 1.01, loop 0.83 / 0.88 / 0.97.
+  /// Group quant: grids up to this many waves of the device run a block per
+  /// row tile; larger ones run kGroupQuantWaves waves of blocks that loop over
+  /// row tiles, the next tile's loads in flight (the last wave evens out).
+  /// SiLU-clamp always runs a block per row tile. Measured: docs/performance.md,
+  /// "Tuning choices".
   static constexpr int kLoopFreeMaxWaves = 2;
-  /// Blocks of kSmallGridThreads threads of kSmallGridElems values (one
-  /// 16-byte vector; SiLU-clamp: kSiluSmallGridElems below) a thread when a
-  /// grid of kThreads-thread blocks would leave SMs without a block (small
-  /// M; on the H200 M <= 72 for group quant at K = 7168, M <= 256 / 168 for
-  /// SiLU-clamp at I = 2048 / 3072 column-major, 260 / 172 row-major): the
-  /// tile's loads spread over 4x the SMs, and each group's arithmetic
-  /// (SiLU-clamp's two MUFU operations a value, the amax chain) over twice
-  /// the lanes. H200, bf16, groups of 128, row-major:
-  ///   - tune/ entries of benchmarks/results/h200_bench_producers.json (one
-  ///     run), 256 threads of 16 values -> 64 of 16 -> 128 of 8 at M = 1 /
-  ///     8 / 64: SiLU-clamp 1.83 -> 1.81 -> 1.57, 2.11 -> 1.85 -> 1.63,
-  ///     2.19 -> 1.97 -> 1.77 us (I = 2048), 2.05 -> 1.81 -> 1.57, 2.12 ->
-  ///     1.88 -> 1.61, 2.23 -> 2.00 -> 1.86 us (I = 3072); group quant 1.48
-  ///     -> 1.44 -> 1.42, 1.55 -> 1.50 -> 1.46, 1.75 -> 1.74 -> 1.72 us.
-  ///     64 threads of 8: SiLU-clamp 0-4% slower than 128 of 8, group quant
-  ///     at M = 64 1.92 us.
-  ///   - A/B of the producers, 64 threads of 16 -> 128 of 8, two builds in
-  ///     alternating runs (benchmarks/results/h200_small_grid_slices.txt,
-  ///     means of 3 rounds' medians): SiLU-clamp 5-14% faster at every
-  ///     benchmarked M <= 128 in both layouts and with PDL (row-major M = 1:
-  ///     1.80 -> 1.55 us); group quant 1-4% faster at M <= 8 and within 2%
-  ///     above (one entry 2.2% slower); M = 512 (not a small grid) unchanged.
-  /// Grids that fill the SMs keep 16 values a thread: 8-value slices were
-  /// slower there when measured (benchmarks/results/HISTORY.md, "Earlier
-  /// rounds"; the looping kernel: h200_round5.txt, part 1). fp16 behaves as
-  /// bf16; fp32 input (4 values a thread, a whole warp per group of 128) was
-  /// not measured.
+  static constexpr int kGroupQuantWaves = 1;
+  /// Grids of kThreads-thread blocks that would leave SMs without a block
+  /// (small M) run kSmallGridThreads-thread blocks of kSmallGridElems values
+  /// a thread instead: the loads spread over 4x the SMs, each group's
+  /// arithmetic over twice the lanes (docs/performance.md, "Tuning choices").
   static constexpr int kSmallGridThreads = 128;
   static constexpr int kSmallGridElems = detail::kVecElems<In>;
   static_assert(kSmallGridThreads <= kThreads, "the kernels' __launch_bounds__ is kThreads");
-  /// SiLU-clamp's small grids take kSiluSmallGridElems values a thread
-  /// instead: half a 16-byte vector of bf16 / fp16 (an 8-byte load each of
-  /// gate and up; fp32's one vector is 4 values already), a group of 128 over
-  /// a whole warp. Its time on small grids is one lane's chain of two MUFU
-  /// operations a value, which this halves. H200, bf16, I = 2048 / 3072,
-  /// tune/ entries e4/d0/t128 against e8/d0/t128
-  /// (benchmarks/results/h200_round10.txt, parts 1-2; medians of 5
-  /// interleaved repetitions), row-major: M = 1 1.54 -> 1.35 / 1.55 -> 1.39
-  /// us, M = 16 1.63 -> 1.45 / 1.64 -> 1.50, M = 64 1.76 -> 1.62 / 1.85 ->
-  /// 1.80, M = 256 2.27 -> 2.22 / 2.67 -> 2.59 (column-major alike): faster
-  /// at every M a small grid covers; at M = 512 (a full grid, 16 values a
-  /// thread: 2.97 / 3.57 us) 3.04 -> 3.21 / 3.58 -> 4.44. Group quant
-  /// keeps one vector (its chain is one multiply a value): 4 values were
-  /// 1.37 -> 1.37 us at M = 1 and 1.70 -> 1.86 at M = 64.
+  /// SiLU-clamp's small grids: 4 values a thread (half a vector of bf16 /
+  /// fp16), a group of 128 over a whole warp, halving each lane's chain of
+  /// two MUFU operations a value (docs/performance.md, "Tuning choices").
   static constexpr int kSiluSmallGridElems = 4;
-  static constexpr int kGroupQuantWaves = 1;
 };
 
 namespace detail {

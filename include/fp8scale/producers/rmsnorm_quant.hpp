@@ -23,52 +23,17 @@
 
 namespace fp8scale {
 
-/// Tuning (H200, bf16, K = 7168, residual, tune/ entries of
-/// benchmarks/results/h200_bench_producers.json, medians of 3 interleaved
-/// runs). Rows of up to 1024 vectors (7168 and 8192 bf16 columns):
-///   - M < kRowsMinRows, and rows of at most kShortRowVecs vectors at every
-///     M: one block per row, one vector a thread, the whole warps that hold
-///     the row (rowBlockThreads: up to 1024 threads; 31 registers, 2048
-///     threads per SM). Against a 1024-thread block for every row
-///     (benchmarks/results/h200_round9.txt, part 3): K = 2048 (256 threads)
-///     2.04 / 2.16 us at M = 1 / 64 against 2.36 / 2.46, and 0.83-0.97x the
-///     copy at M >= 2048 where the staged kernel below gave 0.40-0.43x;
-///     K = 4096 (512) 2.18 / 2.34 us against 2.42 / 2.57, 0.85-0.94x against
-///     0.69-0.75x; K = 5120 (640) 2.28 / 2.44 us against 2.47 / 2.64, and at
-///     M >= 2048 as fast as the staged kernel (0.88x against 0.82x at
-///     65536); K = 7168 (896) 2.50 / 2.69 us against 2.69 / 2.77. Rows of
-///     641-1024 vectors at M >= kRowsMinRows take the next shape: a block per
-///     row of 1024 threads gave 0.74-0.76x there at K = 7168. The chain of
-///     loads, reduction and stores of one warp is the shortest this way.
-///     K = 7168, M <= 64: 2.5-3.0 us (256 x 4 looping: 3.6-3.7 us; a row
-///     per cluster of 2, 4 or 8 blocks, same bits, not kept: 2.7-3.6 us);
-///     M = 512: 7.1 us against 7.7 for the rows kernel; M = 1024: 13.3 us
-///     for both. Its time at small M is one warp's dependency chain, not
-///     the SM's issue rate (benchmarks/results/h200_rmsnorm_row_order.txt,
-///     parts 4-5).
-///   - M >= kRowsMinRows, rows of more than kShortRowVecs vectors, on CUDA
-///     (kRowsStaged): rmsNormQuantStagedKernel, a
-///     block of 512 threads of 2 vectors per row, h parked in shared memory
-///     through the reduction, 3 blocks per SM. BW vs copy at M = 1024 / 2048
-///     / 4096 / 8192 / 16384: 0.98 / 0.82 / 0.89 / 0.92 / 0.93x against 0.85
-///     / 0.80 / 0.85 / 0.88 / 0.90x for the row loop below
-///     (benchmarks/results/h200_round7.txt, part 2); at M = 32768 / 65536
-///     1.7 / 3.2% less time row-major and 2.5 / 5.8% less column-major
-///     (h200_round8.txt, part 1).
-///   - M >= kRowsMinRows, rows of more than kShortRowVecs vectors, on AMD
-///     (and short rows past what one grid of blocks per row holds):
-///     rmsNormQuantRowsKernel, 256 threads of 4 vectors
-///     (numbers measured on the H200; on CUDA at most 128 registers: two
-///     blocks per SM), one wave of
-///     blocks looping over the rows with the next row's loads in flight:
-///     0.88 / 0.92x the copy bandwidth at M = 8192 / 65536, against 0.74 /
-///     0.76x for a block per row (512 x 2 looping: 0.84 / 0.86x; 1024 x 1
-///     looping: 0.86 / 0.87x; 128 x 8: 0.64 / 0.67x). That is within 1-4% of
-///     what its row order moves with no arithmetic at all (0.91-0.93x);
-///     rows staged in shared memory 1-5 rows ahead (cp.async, or the bulk
-///     copy engine) were not better across M (same file, part 2).
-/// Longer rows, up to kMaxCols, run one block per row of 512 threads of 8
-/// vectors (128 registers: one block per SM).
+/// The block shapes of RMSNorm quant and when each runs (rmsNormQuantLaunch;
+/// measured on the H200: docs/performance.md, "Tuning choices"):
+///   - below kRowsMinRows rows, and for rows of at most kShortRowVecs vectors
+///     at every M: a block per row of the whole warps that hold it, one
+///     vector a thread (the shortest chain of loads, reduction and stores);
+///   - from kRowsMinRows rows, longer rows: on CUDA the staged kernel (a
+///     block of 512 x 2 vectors per row, h in shared memory, 3 blocks an
+///     SM); on AMD, and for short rows past one grid, the row loop (256 x 4,
+///     one wave of blocks looping over the rows);
+///   - rows of more than 1024 vectors, up to kMaxCols: a block per row of
+///     512 x 8 vectors.
 template <class In>
 struct RmsNormPolicy {
   static constexpr int kWideThreads = 1024;
@@ -126,7 +91,8 @@ constexpr index_t rowBlockThreads(index_t vecs) {
   return threads < kThreads ? threads : kThreads;
 }
 
-/// The launch rmsNormQuant makes for `rows` > 0 rows of `cols` columns of
+/// The launch rmsNormQuant makes for `rows` rows (M == 0: the padding row's
+/// block alone, as a block per row) of `cols` columns of
 /// `In` (a multiple of the 16-byte vector, at most RmsNormPolicy::kMaxCols),
 /// by RmsNormPolicy: rows of more than kWideThreads x kWideVecs vectors take
 /// kLongRows; from kRowsMinRows rows on, rows of more than kShortRowVecs
@@ -347,18 +313,11 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
 /// through the row's reduction instead of held in registers: each thread
 /// stores its own slots and reads back only those (no barrier of its own,
 /// no bank conflicts: [i][j][t]). Fewer registers live through the barrier
-/// let 3 blocks of 512 run per SM (__launch_bounds__ min blocks kMinBlocks;
-/// 32 KB of shared memory a block for bf16 rows of 1024 vectors). On the
-/// H200 (bf16, K = 7168) it moved 0.92 / 0.93x the copy at M = 8192 / 16384
-/// against 0.88 / 0.90x for rmsNormQuantRowsKernel, 0.98x against 0.85x at
-/// M = 1024 (benchmarks/results/h200_round7.txt, part 2), and took 1.7 /
-/// 3.2% less time row-major, 2.5 / 5.8% less column-major at M = 32768 /
-/// 65536 (h200_round8.txt, part 1). Recomputing h from x and the residual read
-/// again (from L1 / L2) instead measured 0.80-0.87x at M >= 8192; shapes
-/// that needed more registers than their min blocks allow spilled and ran
-/// at 0.29-0.74x. The weight is read where it is applied (the same K values
-/// for every block: L1 / L2). Same bits as rmsNormQuantKernel and
-/// rmsNormQuantRowsKernel (rmsNormGather, rowSum, rmsNormApply).
+/// let kMinBlocks blocks run per SM (32 KB of shared memory a block for bf16
+/// rows of 1024 vectors); measured against the row loop and the
+/// alternatives: docs/performance.md, "Tuning choices". Same bits as
+/// rmsNormQuantKernel and rmsNormQuantRowsKernel (rmsNormGather, rowSum,
+/// rmsNormApply).
 template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
           int kMinBlocks>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)

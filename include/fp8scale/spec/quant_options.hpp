@@ -20,7 +20,7 @@ enum class ScaleStorePolicy {
   /// the H200 column-major RMSNorm quant ran 3.7-4.9% faster at
   /// M = 8192 .. 65536 and group quant 1.4-3.1% at M = 8192 / 16384
   /// (SiLU-clamp: no consistent change; the fused allreduce: not measured;
-  /// benchmarks/results/h200_ab_scale_evict_last.txt). The cost is outside
+  /// docs/performance.md). The cost is outside
   /// the call: the lines, up to M * G * 4 bytes (14.7 MB for K = 7168 at
   /// M = 65536), keep evict_last priority after the kernel, like lines of a
   /// persisting access window, until they are rewritten, reset
