@@ -448,9 +448,13 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     rmsNormFinish<In, Format, Rule, kGroup, kThreads, kMaxVecs>(
         in, m, h, partial, parity, [&](int i, float* w) { unpackVec<In>(weight[i][t], w); }, q, scale, fmax, eps,
         scalesEvictLast);
-    if (next >= in.rows) return writePaddingRow(scale, next);
     m = next;
+    if (m >= in.rows) break;
   }
+  // After the loop, where the row's registers are free (inside it the
+  // padding code made AMD spill scalar registers): the block whose next row
+  // is M writes the padding slots.
+  writePaddingRow(scale, m);
 }
 
 /// Launches rmsNormQuantRowsKernel on min(M, residentWaves x the blocks the
