@@ -3,7 +3,7 @@
 // scales column-major itself; if not, materialize() relayouts them for the
 // column-major consumer. Both paths must give the GEMM the same scales.
 //
-// The device producers (issue: producers) keep this exact shape: replace
+// The device producers keep this exact shape: replace
 // reference::groupQuant with the launcher and materializeHost with materialize.
 #include <fp8scale/fp8scale.hpp>
 

@@ -29,7 +29,7 @@ struct FusedTally {
   }
 };
 
-// Bounds the issue asks to state (reference/fused_quant.hpp): every differing
+// The stated bounds (reference/fused_quant.hpp): every differing
 // element within one fp8 step; at most 1% of elements differ. fp32-rule
 // scales within a relative bound per producer: SiLU 2^-19, RMSNorm 2^-16.
 // UE8M0 scales identical, except boundary flips (isUe8m0BoundaryFlip), at

@@ -1,5 +1,5 @@
 // Shared pieces of the producer device tests: the type combinations, input
-// generators with the awkward values the issue lists, poisoned buffers, and
+// generators with awkward values planted, poisoned buffers, and
 // the comparisons (bitwise, and "within one fp8 step" for fused producers).
 #pragma once
 
@@ -56,7 +56,7 @@ In fromF(float v) {
 }
 
 /// Activation-like values: N(0, 1) with a few outlier channels 100-1000x
-/// larger, then the awkward values of the issue planted at fixed places:
+/// larger, then awkward values planted at fixed places:
 /// row 0 group 0 all zero; row 1 entirely zero; NaN and +-inf in row 2;
 /// row 3 group 0 at exact saturation (a power-of-two multiple of fmax), and
 /// fp32/bf16 subnormals in row 4. Rows past those are plain activations.

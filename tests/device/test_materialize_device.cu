@@ -1,5 +1,5 @@
 // The materialize kernel against materializeHost (the reference), for the
-// issue's M list, G in {1, 2, 56}, ld = M and ld = align(M, 4), fp32 and
+// contract's M list, G in {1, 2, 56}, ld = M and ld = align(M, 4), fp32 and
 // packed-byte scales; padding written 0 over garbage; no-op cases return the
 // source pointer and launch nothing.
 #include <gtest/gtest.h>
