@@ -122,7 +122,8 @@ class ScaleView {
   /// A view over `data` with logical extents (rows, cols). Errors:
   /// kInvalidShape for a negative extent; kLdTooSmall when the layout's ld is
   /// below its minimum (RowMajor: cols, ColMajor: rows); kNullPointer when
-  /// data is null and the view addresses at least one element.
+  /// data is null and the view addresses at least one element or padding
+  /// slot (ColMajor at M == 0 with ld > 0).
   static Result<ScaleView> make(T* data, index_t rows, index_t cols, Layout layout = Layout{});
 
   /// Converts a mutable view to a read-only one.
@@ -254,8 +255,11 @@ Result<ScaleView<T, Layout>> ScaleView<T, Layout>::make(T* data, index_t rows, i
                                                 : "row-major ld is smaller than cols",
                            layout.ld, minLd);
   }
-  if (data == nullptr && rows > 0 && cols > 0)
-    return Status::error(StatusCode::kNullPointer, "ScaleView::make", "data", "null data for a non-empty view");
+  bool paddingSlots = false;  // a column-major view of M == 0 with ld > 0 still has slots to write
+  if constexpr (Layout::kColumnMajor && detail::HasLd<Layout>::value) paddingSlots = cols > 0 && layout.ld > rows;
+  if (data == nullptr && ((rows > 0 && cols > 0) || paddingSlots))
+    return Status::error(StatusCode::kNullPointer, "ScaleView::make", "data",
+                         rows > 0 ? "null data for a non-empty view" : "null data for a view with padding slots");
   return ScaleView(data, rows, cols, layout);
 }
 

@@ -143,6 +143,14 @@ TEST(ScaleView, ConstructionRejectsNegativeExtentsAndNullData) {
   // M == 0 is valid input, with or without a pointer.
   EXPECT_TRUE(colMajorView<float>(nullptr, 0, 56).isOk());
   EXPECT_TRUE(rowMajorView<float>(nullptr, 0, 56).isOk());
+  // ...but at M == 0 a column-major view with ld > 0 has padding slots, which
+  // producers write: a null pointer there is refused (it was accepted, and the
+  // padding tile then stored through it).
+  auto padded = colMajorView<float>(nullptr, 0, 56, 4);
+  ASSERT_FALSE(padded.isOk());
+  EXPECT_EQ(padded.status().code(), StatusCode::kNullPointer);
+  EXPECT_STREQ(padded.status().argument(), "data");
+  EXPECT_TRUE(colMajorView<float>(nullptr, 0, 0, 4).isOk());  // no groups, no slots
 }
 
 TEST(ScaleView, ConstViewFromMutableView) {
