@@ -1,0 +1,284 @@
+#pragma once
+// Adapting torch tensors (libtorch stable ABI) to the fp8scale launchers'
+// arguments: dtypes to the library's types, strides to row strides and scale
+// layouts, the current device and stream. No kernel code: every launch goes
+// through the public launchers of include/fp8scale.
+//
+// Errors are std::runtime_error (a RuntimeError in Python) whose message
+// starts with "fp8scale.<op>: argument '<name>'", so the argument is named
+// whether the tensor-level check here or the launcher's own check refuses.
+
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+
+#include <fp8scale/fp8scale.hpp>
+
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fp8scale::torch_binding {
+
+using torch::headeronly::ScalarType;
+using torch::stable::Tensor;
+
+[[noreturn]] inline void fail(const char* op, const std::string& argument, const std::string& what) {
+  throw std::runtime_error(std::string("fp8scale.") + op + ": argument '" + argument + "' " + what);
+}
+
+/// A launcher's Status as the op's error: the library's message names the
+/// launcher's own argument (x's row stride is 'ldx' or 'tokenStride', the
+/// fp8 output is 'q', the scale view's ld is 'ld').
+inline void check(const char* op, const Status& s) {
+  if (!s) throw std::runtime_error(std::string("fp8scale.") + op + ": " + s.message());
+}
+
+inline const char* dtypeName(ScalarType t) {
+  switch (t) {
+    case ScalarType::BFloat16: return "torch.bfloat16";
+    case ScalarType::Half: return "torch.float16";
+    case ScalarType::Float: return "torch.float32";
+    case ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
+    case ScalarType::Float8_e4m3fnuz: return "torch.float8_e4m3fnuz";
+    default: return "another dtype";
+  }
+}
+
+inline std::string shapeString(const Tensor& t) {
+  std::ostringstream s;
+  s << '(';
+  for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << t.size(d);
+  s << (t.dim() == 1 ? ",)" : ")");
+  return s.str();
+}
+
+inline std::string strideString(const Tensor& t) {
+  std::ostringstream s;
+  s << '(';
+  for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << t.stride(d);
+  s << (t.dim() == 1 ? ",)" : ")");
+  return s.str();
+}
+
+/// Every tensor of one call: a CUDA tensor on the first tensor's device, with
+/// non-negative strides. Returns that device's index.
+inline int32_t commonCudaDevice(const char* op, const std::vector<std::pair<const char*, const Tensor*>>& tensors) {
+  int32_t device = -1;
+  const char* first = nullptr;
+  for (const auto& [name, t] : tensors) {
+    if (!t->is_cuda())
+      fail(op, name, "is not a CUDA tensor (fp8scale ops run on CUDA tensors; got device type " +
+                         std::to_string(static_cast<int>(t->device().type())) + ")");
+    if (device < 0) {
+      device = t->get_device_index();
+      first = name;
+    } else if (t->get_device_index() != device) {
+      fail(op, name, "is on cuda:" + std::to_string(t->get_device_index()) + ", '" + first + "' on cuda:" +
+                         std::to_string(device) + " (all tensors of one call share a device)");
+    }
+    for (int64_t d = 0; d < t->dim(); ++d)
+      if (t->stride(d) < 0) fail(op, name, "has a negative stride " + strideString(*t));
+  }
+  return device;
+}
+
+inline void expectDtype(const char* op, const char* name, const Tensor& t, ScalarType want) {
+  if (t.scalar_type() != want)
+    fail(op, name, std::string("has dtype ") + dtypeName(t.scalar_type()) + ", expected " + dtypeName(want));
+}
+
+inline void expectShape(const char* op, const char* name, const Tensor& t, const std::vector<int64_t>& want) {
+  bool same = t.dim() == static_cast<int64_t>(want.size());
+  for (int64_t d = 0; same && d < t.dim(); ++d) same = t.size(d) == want[static_cast<size_t>(d)];
+  if (!same) {
+    std::ostringstream s;
+    s << "has shape " << shapeString(t) << ", expected (";
+    for (size_t d = 0; d < want.size(); ++d) s << (d ? ", " : "") << want[d];
+    s << (want.size() == 1 ? ",)" : ")");
+    fail(op, name, s.str());
+  }
+}
+
+/// The row stride of a 2-D tensor whose rows are contiguous (stride(1) == 1),
+/// in elements. With one row or none it is unobservable and taken as the
+/// row length, which the launchers' alignment checks then see.
+inline index_t rowStride(const char* op, const char* name, const Tensor& t) {
+  if (t.dim() != 2) fail(op, name, "must be 2-D, got shape " + shapeString(t));
+  if (t.size(1) > 1 && t.stride(1) != 1)
+    fail(op, name, "must have contiguous rows (stride(1) == 1), got strides " + strideString(t));
+  return t.size(0) <= 1 ? t.size(1) : t.stride(0);
+}
+
+/// Byte interval [begin, end) of the elements a tensor addresses (empty when
+/// it has none), for the overlap checks.
+struct ByteSpan {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  bool empty() const { return begin == end; }
+  bool overlaps(const ByteSpan& o) const { return !empty() && !o.empty() && begin < o.end && o.begin < end; }
+};
+
+inline ByteSpan byteSpan(const Tensor& t) {
+  if (t.numel() == 0) return {};
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  const auto begin = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+  return {begin, begin + static_cast<std::uintptr_t>((last + 1) * static_cast<int64_t>(t.element_size()))};
+}
+
+/// Refuses an output that shares bytes with any other tensor of the call.
+inline void expectDisjoint(const char* op, const std::vector<std::pair<const char*, const Tensor*>>& outputs,
+                           const std::vector<std::pair<const char*, const Tensor*>>& all) {
+  for (const auto& [outName, out] : outputs)
+    for (const auto& [name, t] : all)
+      if (out != t && byteSpan(*out).overlaps(byteSpan(*t)))
+        fail(op, outName, std::string("overlaps '") + name + "' (outputs must not share memory with any argument)");
+}
+
+/// Refuses a tensor whose storage ends before element `lastElement` (counted
+/// from the tensor's first element) that the call writes or reads.
+inline void expectStorageHolds(const char* op, const char* name, const Tensor& t, int64_t lastElement,
+                               const char* why) {
+  int64_t nbytes = 0;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_storage_size(t.get(), &nbytes));
+  const int64_t need = (t.storage_offset() + lastElement + 1) * static_cast<int64_t>(t.element_size());
+  if (need > nbytes)
+    fail(op, name, "storage holds " + std::to_string(nbytes) + " bytes, " + why + " needs " + std::to_string(need));
+}
+
+/// A float32 scale tensor (M, G): its layout read from its strides.
+///   (ld, 1), ld >= G : row-major, s(m, g) at m * ld + g
+///   (1, ld), ld >= M : column-major [G][ld], padding slots [M, ld) written 0
+/// Where both readings hold (stride (1, 1): M <= 1 and G <= 1) the bytes are
+/// the same and the tensor is taken as row-major. A column-major tensor's
+/// storage must hold the whole [G][ld] block, padding included.
+/// The (G, ld) row-major tensor over a column-major scale tensor's [G][ld]
+/// block (same storage, same first element).
+inline Tensor blockOf(const Tensor& s, int64_t G, int64_t ld) {
+  const int64_t sizes[2] = {G, ld};
+  const int64_t strides[2] = {ld, 1};
+  AtenTensorHandle block = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch__reinterpret_tensor(s.get(), 2, sizes, strides, s.storage_offset(), &block));
+  return Tensor(block);
+}
+
+struct ScaleArg {
+  float* data = nullptr;
+  index_t rows = 0;
+  index_t groups = 0;
+  index_t ld = 0;
+  bool columnMajor = false;
+};
+
+/// `preferColumnMajor` (a destination that must be column-major) reads the
+/// ambiguous strides as column-major instead.
+inline ScaleArg scaleArg(const char* op, const char* name, const Tensor& s, index_t M, index_t G,
+                         bool preferColumnMajor = false) {
+  expectDtype(op, name, s, ScalarType::Float);
+  expectShape(op, name, s, {M, G});
+  const int64_t s0 = s.stride(0), s1 = s.stride(1);
+  const bool rowMajor = s1 == 1 && (s0 >= G || M <= 1);
+  const bool columnMajor = s0 == 1 && s1 >= M;
+  ScaleArg a;
+  a.data = static_cast<float*>(s.data_ptr());
+  a.rows = M;
+  a.groups = G;
+  if (rowMajor && !(preferColumnMajor && columnMajor)) {
+    a.ld = M <= 1 ? G : s0;
+  } else if (columnMajor) {
+    a.columnMajor = true;
+    a.ld = s1;
+    if (G > 0 && a.ld > 0) {
+      expectStorageHolds(op, name, s, G * a.ld - 1, "its [G][ld] block with padding");
+      // M == 0: torch gives an empty tensor a null data pointer, but its
+      // padding slots are written; address them through the [G][ld] block.
+      if (M == 0) a.data = static_cast<float*>(blockOf(s, G, a.ld).data_ptr());
+    }
+  } else {
+    fail(op, name,
+         "has strides " + strideString(s) + " for shape " + shapeString(s) +
+             ": neither row-major (ld, 1) with ld >= G nor column-major (1, ld) with ld >= M");
+  }
+  return a;
+}
+
+/// Runs f(view) with the scale tensor as a ScaleView<float, RowMajor> or
+/// <float, ColMajor>; a view the library refuses is the op's error.
+template <class F>
+void withScaleView(const char* op, const ScaleArg& a, F&& f) {
+  if (a.columnMajor) {
+    auto v = colMajorView(a.data, a.rows, a.groups, a.ld);
+    check(op, v.status());
+    f(v.value());
+  } else {
+    auto v = rowMajorView(a.data, a.rows, a.groups, a.ld);
+    check(op, v.status());
+    f(v.value());
+  }
+}
+
+/// f(In{}) for the input dtypes the producers read.
+template <class F>
+void withInputType(const char* op, const char* name, const Tensor& t, F&& f) {
+  switch (t.scalar_type()) {
+    case ScalarType::BFloat16: return f(BFloat16{});
+    case ScalarType::Half: return f(Float16{});
+    case ScalarType::Float: return f(float{});
+    default:
+      fail(op, name, std::string("has dtype ") + dtypeName(t.scalar_type()) +
+                         ", expected torch.bfloat16, torch.float16 or torch.float32");
+  }
+}
+
+/// f(Format{}) for the fp8 output's dtype.
+template <class F>
+void withFp8Format(const char* op, const char* name, const Tensor& t, F&& f) {
+  switch (t.scalar_type()) {
+    case ScalarType::Float8_e4m3fn: return f(E4M3FN{});
+    case ScalarType::Float8_e4m3fnuz: return f(E4M3FNUZ{});
+    default:
+      fail(op, name, std::string("has dtype ") + dtypeName(t.scalar_type()) +
+                         ", expected torch.float8_e4m3fn or torch.float8_e4m3fnuz");
+  }
+}
+
+/// The options every producer op takes, as QuantOptions.
+inline QuantOptions quantOptions(int64_t groupSize, bool scaleUe8m0, double fmax, double eps, bool enablePdl) {
+  QuantOptions o;
+  o.groupSize = static_cast<int>(groupSize);
+  if (static_cast<int64_t>(o.groupSize) != groupSize) o.groupSize = -1;  // refused by the launcher, by name
+  o.rule = scaleUe8m0 ? ScaleRule::kUE8M0 : ScaleRule::kFp32;
+  o.fmax = static_cast<float>(fmax);
+  o.eps = static_cast<float>(eps);
+  o.programmaticLaunch = enablePdl;
+  return o;
+}
+
+/// The groups of a row of `cols` columns; K % group_size is the launcher's
+/// check, so a remainder only truncates here.
+inline index_t groupsOf(const char* op, index_t cols, int64_t groupSize) {
+  if (!isSupportedGroupSize(static_cast<int>(groupSize)) || static_cast<int64_t>(static_cast<int>(groupSize)) != groupSize)
+    fail(op, "group_size", "= " + std::to_string(groupSize) + ": supported group sizes are 32, 64, 128");
+  if (cols % groupSize != 0)
+    fail(op, "x", "has " + std::to_string(cols) + " columns, not a multiple of group_size = " +
+                      std::to_string(groupSize));
+  return cols / groupSize;
+}
+
+/// The current CUDA stream of `device` (torch.cuda.current_stream), with
+/// `device` made current for the launch.
+struct CurrentStream {
+  torch::stable::accelerator::DeviceGuard guard;
+  Stream stream = nullptr;
+  explicit CurrentStream(int32_t device) : guard(device) {
+    void* s = nullptr;
+    TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(device, &s));
+    stream = static_cast<Stream>(s);
+  }
+};
+
+}  // namespace fp8scale::torch_binding

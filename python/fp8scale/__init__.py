@@ -1,0 +1,227 @@
+"""fp8scale for PyTorch: fp8 activation producers that write their per-group
+scales in the layout the block-scaled GEMM reads.
+
+Each producer returns ``(q, scale)``. ``scale`` is an (M, G) float32 tensor,
+G = K // group_size, with s(m, g) = ``scale[m, g]`` in either layout:
+
+- ``transpose_scale=False``: row-major, strides (G, 1).
+- ``transpose_scale=True``: column-major, strides (1, ld) with
+  ld = align(M, ld_align), a view of a [G, ld] buffer whose padding slots
+  (rows M .. ld - 1 of each group) the producer writes 0. The GEMM takes
+  ``scale.data_ptr()`` and ``scale.stride(1)``; nothing is copied.
+
+``emit_transposed(m, consumer)`` is the gate that picks between them, and
+``materialize`` the relayout where a row-major emission must become the
+consumer's layout. The ops themselves, out-variants that write
+caller-allocated tensors, are ``torch.ops.fp8scale.*`` (see ``_ops``).
+Numerics: docs/numerics.md; every op is bit-identical to the C++ launcher.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+from . import _layout, _ops
+from ._layout import (
+    ScaleConsumer,
+    align_up,
+    consumer_is_column_major,
+    consumer_scale_ld,
+    detect_scale_consumer,
+    emit_transposed,
+    same_bytes_as_column_major,
+    scale_layout,
+)
+
+__all__ = [
+    "ScaleConsumer",
+    "align_up",
+    "consumer_is_column_major",
+    "consumer_scale_ld",
+    "detect_scale_consumer",
+    "emit_transposed",
+    "group_quant",
+    "materialize",
+    "rmsnorm_quant",
+    "scale_layout",
+    "silu_clamp_quant",
+]
+
+__version__ = "0.1.0"
+
+
+def _fp8_dtype(op: str, fp8_dtype) -> torch.dtype:
+    if fp8_dtype not in _ops._FP8_DTYPES:
+        _ops.fail(op, "fp8_dtype", f"= {fp8_dtype!r}: expected torch.float8_e4m3fn or torch.float8_e4m3fnuz",
+                  TypeError)
+    return fp8_dtype
+
+
+def _fmax(fmax: Optional[float]) -> float:
+    return 0.0 if fmax is None else float(fmax)
+
+
+def group_quant(
+    x: torch.Tensor,
+    group_size: int = 128,
+    *,
+    transpose_scale: bool = False,
+    ld_align: int = 1,
+    fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+    scale_ue8m0: bool = False,
+    fmax: Optional[float] = None,
+    eps: float = 1e-10,
+    enable_pdl: bool = False,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Per-group fp8 quantization of activations.
+
+    Args:
+        x: (M, K) with stride(1) == 1 (any row stride), or (M, H, D) with
+            stride(2) == 1 and any token and head strides (K = H * D; a group
+            never straddles two heads). bfloat16, float16 or float32, CUDA.
+        group_size: columns per scale: 32, 64 or 128.
+        transpose_scale: write the scales column-major (see the module doc).
+        ld_align: column-major ld = align(M, ld_align): 1 for aiter's
+            bpreshuffle GEMM, 4 for cuBLASLt VEC128 and DeepGEMM
+            (consumer_scale_ld gives the consumer's).
+        fp8_dtype: torch.float8_e4m3fn (max 448) or torch.float8_e4m3fnuz (max 240).
+        scale_ue8m0: round each scale up to a power of two (UE8M0 values,
+            stored as float32).
+        fmax: largest magnitude after scaling (None: the format's max; 224
+            is allowed on e4m3fnuz).
+        eps: floor on a group's amax.
+        enable_pdl: programmatic dependent launch (sm_90+).
+
+    Returns:
+        q: fp8, x's shape, contiguous. scale: (M, K // group_size) float32,
+        s = max(amax, eps) / fmax (fp32 rule, IEEE division), q = round(x / s).
+
+    Raises:
+        TypeError: a non-tensor or a wrong dtype. ValueError: wrong device,
+        shapes, group size, fmax or eps, naming the argument. RuntimeError:
+        what only the kernel's launcher checks (alignment of x), naming it.
+    """
+    op = "group_quant"
+    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES, (2, 3))
+    _ops.check_device(op, (("x", x),))
+    _fp8_dtype(op, fp8_dtype)
+    m = x.shape[0]
+    k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
+    _ops.check_options(op, group_size, fp8_dtype, _fmax(fmax), eps)
+    g = _ops.groups_of(op, k, group_size)
+    q = torch.empty(x.shape, dtype=fp8_dtype, device=x.device)
+    scale = _layout.new_scale(m, g, transpose_scale, ld_align, x.device)
+    _ops.require_ops()
+    torch.ops.fp8scale.group_quant(x, q, scale, group_size, scale_ue8m0, _fmax(fmax), eps, enable_pdl)
+    return q, scale
+
+
+def silu_clamp_quant(
+    x: torch.Tensor,
+    limit: float = 0.0,
+    group_size: int = 128,
+    *,
+    transpose_scale: bool = False,
+    ld_align: int = 1,
+    fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+    scale_ue8m0: bool = False,
+    fmax: Optional[float] = None,
+    eps: float = 1e-10,
+    enable_pdl: bool = False,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """fp8 quantization of silu(min(gate, limit)) * clamp(up, -limit, limit).
+
+    Args:
+        x: (M, 2 I) with stride(1) == 1: gate in columns [0, I), up in
+            [I, 2 I) (the gate_up projection's output). bf16 / fp16 / fp32.
+        limit: the swiglu limit; <= 0 disables the clamp.
+        The rest as group_quant.
+
+    Returns:
+        q: (M, I) fp8; scale: (M, I // group_size) float32, laid out as in
+        group_quant.
+    """
+    op = "silu_clamp_quant"
+    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES, (2,))
+    _ops.check_device(op, (("x", x),))
+    _fp8_dtype(op, fp8_dtype)
+    m, two_i = x.shape
+    if two_i % 2 != 0:
+        _ops.fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
+    _ops.check_options(op, group_size, fp8_dtype, _fmax(fmax), eps)
+    g = _ops.groups_of(op, two_i // 2, group_size)
+    q = torch.empty((m, two_i // 2), dtype=fp8_dtype, device=x.device)
+    scale = _layout.new_scale(m, g, transpose_scale, ld_align, x.device)
+    _ops.require_ops()
+    torch.ops.fp8scale.silu_clamp_quant(x, q, scale, float(limit), group_size, scale_ue8m0, _fmax(fmax), eps,
+                                        enable_pdl)
+    return q, scale
+
+
+def rmsnorm_quant(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    norm_eps: float = 1e-6,
+    group_size: int = 128,
+    *,
+    residual: Optional[torch.Tensor] = None,
+    return_norm_out: bool = False,
+    transpose_scale: bool = False,
+    ld_align: int = 1,
+    fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+    scale_ue8m0: bool = False,
+    fmax: Optional[float] = None,
+    eps: float = 1e-10,
+    enable_pdl: bool = False,
+):
+    """RMSNorm, then fp8 group quantization of its output.
+
+    Args:
+        x: (M, K) with stride(1) == 1, bf16 / fp16 / fp32, K <= 4096 vectors
+            of 16 bytes. weight: (K,) of x's dtype, contiguous.
+        norm_eps: the RMSNorm epsilon.
+        residual: optional (M, K) of x's dtype, updated in place to
+            x + residual (rounded to the dtype); the norm then reads it.
+        return_norm_out: also return the normalized values in x's dtype.
+        The rest as group_quant.
+
+    Returns:
+        (q, scale), or (q, scale, norm_out) with return_norm_out.
+    """
+    op = "rmsnorm_quant"
+    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES, (2,))
+    _ops.check_device(op, (("x", x),))
+    _fp8_dtype(op, fp8_dtype)
+    m, k = x.shape
+    _ops.check_options(op, group_size, fp8_dtype, _fmax(fmax), eps)
+    g = _ops.groups_of(op, k, group_size)
+    q = torch.empty((m, k), dtype=fp8_dtype, device=x.device)
+    scale = _layout.new_scale(m, g, transpose_scale, ld_align, x.device)
+    norm_out = torch.empty_like(x, memory_format=torch.contiguous_format) if return_norm_out else None
+    _ops.require_ops()
+    torch.ops.fp8scale.rmsnorm_quant(x, weight, q, scale, residual, norm_out, float(norm_eps), group_size,
+                                     scale_ue8m0, _fmax(fmax), eps, enable_pdl)
+    return (q, scale, norm_out) if return_norm_out else (q, scale)
+
+
+def materialize(scale: torch.Tensor, ld_align: int = 1) -> torch.Tensor:
+    """The scales as column-major (1, ld), ld = align(M, ld_align).
+
+    Returns `scale` itself where it already addresses those bytes with no
+    padding slot to fill: column-major with that ld, and a row-major scale
+    of one row when ld == 1 (M == 1, ld_align == 1). Otherwise a new (M, G)
+    view with strides (1, ld) over a [G, ld] buffer, padding slots 0.
+    """
+    op = "materialize"
+    _ops.check_tensor(op, "scale", scale, (torch.float32,), (2,))
+    m, g = scale.shape
+    ld = align_up(m, ld_align)
+    if same_bytes_as_column_major(scale, ld):
+        return scale
+    out = _layout.new_scale(m, g, True, ld_align, scale.device)
+    _ops.require_ops()
+    torch.ops.fp8scale.materialize(scale, out)
+    return out
+

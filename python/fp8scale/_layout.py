@@ -1,0 +1,134 @@
+"""Scale layouts and the layout gate, as the C++ headers define them.
+
+The rules here mirror include/fp8scale/layout_policy.hpp (the gate, the
+consumers' ld, materialize's no-op cases) and python/csrc/tensor_args.hpp
+(how a scale tensor's strides name its layout); tests/test_layout.py holds
+them to the C++ behaviour on the GPU.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Optional, Tuple
+
+import torch
+
+
+class ScaleConsumer(str, enum.Enum):
+    """The block-scaled GEMM that reads the activation scales.
+
+    ROW_MAJOR: reads (M, G) row-major (gfx942 blockscale GEMM, most Triton GEMMs).
+    BPRESHUFFLE_GFX95: aiter's gemm_a8w8_blockscale_bpreshuffle on gfx950: [G][M], ld == M.
+    CUBLASLT_VEC128: cuBLASLt VEC128_32F scales (sm_90, CUDA >= 12.9): [G][align(M, 4)].
+    DEEPGEMM_TMA: DeepGEMM-style TMA loads: [G][align(M, 4)].
+    """
+
+    ROW_MAJOR = "row_major"
+    BPRESHUFFLE_GFX95 = "bpreshuffle_gfx95"
+    CUBLASLT_VEC128 = "cublaslt_vec128"
+    DEEPGEMM_TMA = "deepgemm_tma"
+
+
+def _consumer(consumer) -> ScaleConsumer:
+    try:
+        return ScaleConsumer(consumer)
+    except ValueError:
+        names = ", ".join(repr(c.value) for c in ScaleConsumer)
+        raise ValueError(f"fp8scale: argument 'consumer' = {consumer!r}: expected one of {names}") from None
+
+
+def align_up(value: int, alignment: int) -> int:
+    """The smallest multiple of `alignment` (>= 1) that is >= `value`."""
+    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment < 1:
+        raise ValueError(f"fp8scale: argument 'ld_align' = {alignment!r}: must be an int >= 1")
+    return (value + alignment - 1) // alignment * alignment
+
+
+def consumer_is_column_major(consumer) -> bool:
+    """Whether `consumer` reads column-major scales."""
+    return _consumer(consumer) is not ScaleConsumer.ROW_MAJOR
+
+
+def consumer_scale_ld(consumer, m: int) -> int:
+    """The column-major ld `consumer` reads for `m` rows: m (bpreshuffle),
+    align(m, 4) (cuBLASLt, DeepGEMM), 0 for a row-major consumer."""
+    c = _consumer(consumer)
+    if c is ScaleConsumer.BPRESHUFFLE_GFX95:
+        return m
+    if c in (ScaleConsumer.CUBLASLT_VEC128, ScaleConsumer.DEEPGEMM_TMA):
+        return align_up(m, 4)
+    return 0
+
+
+def emit_transposed(m: int, consumer) -> bool:
+    """The layout gate: whether a producer feeding `consumer` should write its
+    scales column-major itself (transpose_scale=True, ld_align from
+    consumer_scale_ld). True when the consumer reads column-major and
+    row-major bytes are not already its bytes: for m >= 2, and at m == 1 for
+    consumers with a padded ld (cuBLASLt, DeepGEMM read ld = 4 there). False
+    for a row-major consumer and for m < 1. emitTransposed(consumer, m) of
+    include/fp8scale/layout_policy.hpp; sglang's
+    emit_transposed_bpreshuffle_scale is its BPRESHUFFLE_GFX95 case.
+    """
+    if not consumer_is_column_major(consumer):
+        return False
+    return m >= 2 or (m == 1 and consumer_scale_ld(consumer, m) != m)
+
+
+def detect_scale_consumer(device: Optional[torch.device] = None) -> ScaleConsumer:
+    """The consumer a device's default blockscale GEMM uses: gfx95x ->
+    BPRESHUFFLE_GFX95; other AMD -> ROW_MAJOR; NVIDIA compute capability
+    >= 9.0 -> DEEPGEMM_TMA (cuBLASLt reads the same buffer); older -> ROW_MAJOR."""
+    props = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
+    if torch.version.hip is not None:
+        arch = getattr(props, "gcnArchName", "")
+        return ScaleConsumer.BPRESHUFFLE_GFX95 if arch.startswith("gfx95") else ScaleConsumer.ROW_MAJOR
+    return ScaleConsumer.DEEPGEMM_TMA if props.major >= 9 else ScaleConsumer.ROW_MAJOR
+
+
+def scale_layout(scale: torch.Tensor) -> Tuple[str, int]:
+    """How the ops read a (M, G) float32 scale tensor: ("row_major", ld) for
+    strides (ld, 1) with ld >= G, ("column_major", ld) for strides (1, ld)
+    with ld >= M (padding slots [M, ld) of each group are then written 0).
+    Strides (1, 1), where both readings hold (M <= 1 and G <= 1: the same
+    bytes), read as row-major, as do the strides of a single row. Raises
+    ValueError for any other strides."""
+    if scale.dim() != 2:
+        raise ValueError(f"fp8scale: argument 'scale' must be 2-D (M, G), got shape {tuple(scale.shape)}")
+    m, g = scale.shape
+    s0, s1 = scale.stride()
+    if s1 == 1 and (s0 >= g or m <= 1):
+        return "row_major", (g if m <= 1 else s0)
+    if s0 == 1 and s1 >= m:
+        return "column_major", s1
+    raise ValueError(
+        f"fp8scale: argument 'scale' has strides {(s0, s1)} for shape {(m, g)}: neither row-major (ld, 1) "
+        f"with ld >= G nor column-major (1, ld) with ld >= M"
+    )
+
+
+def new_scale(m: int, g: int, transpose_scale: bool, ld_align: int, device) -> torch.Tensor:
+    """An uninitialized (m, g) float32 scale tensor: row-major (strides (g, 1)),
+    or column-major with strides (1, ld), ld = align(m, ld_align), over a
+    [g, ld] buffer of its own (the producer writes the padding slots)."""
+    ld = align_up(m, ld_align)
+    if not transpose_scale:
+        if ld_align != 1:
+            raise ValueError("fp8scale: argument 'ld_align' applies to transpose_scale=True only")
+        return torch.empty((m, g), dtype=torch.float32, device=device)
+    return torch.empty((g, ld), dtype=torch.float32, device=device).t()[:m]
+
+
+def same_bytes_as_column_major(scale: torch.Tensor, ld: int) -> bool:
+    """Whether `scale` already addresses every s(m, g) where ColMajor{ld} does,
+    with no padding slot to fill (materialize's no-op; the C++
+    detail::sameBytesAsColMajor)."""
+    layout, cur = scale_layout(scale)
+    m, g = scale.shape
+    if layout == "column_major":
+        return cur == ld
+    if ld != m and g > 0:
+        return False
+    if m == 0 or g == 0:
+        return True
+    return m == 1 or (g == 1 and scale.stride(0) == 1)

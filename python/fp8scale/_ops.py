@@ -1,0 +1,203 @@
+"""The fp8scale ops: loading the op library and their fake implementations.
+
+The C++ library (libfp8scale_ops.so, built against the libtorch stable ABI)
+defines the schemas and the CUDA kernels under the ``fp8scale`` namespace:
+
+  group_quant(x, q!, scale!, group_size=128, scale_ue8m0=False, fmax=0.0, eps=1e-10, enable_pdl=False)
+  silu_clamp_quant(x, q!, scale!, limit=0.0, group_size=128, ...)
+  rmsnorm_quant(x, weight, q!, scale!, residual!?=None, norm_out!?=None, norm_eps=1e-6, group_size=128, ...)
+  materialize(src, dst!)
+
+Each writes its ``!`` arguments (caller-allocated) and returns nothing. The
+fake implementations here check what the shapes and dtypes decide, so that
+torch.compile and meta tensors see the same refusals as the CUDA kernels.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from . import _layout
+
+_INPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+_FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
+_FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e4m3fnuz: 240.0}
+_GROUP_SIZES = (32, 64, 128)
+
+
+def _library_path() -> Path:
+    """FP8SCALE_OPS_LIBRARY if set (a build tree), else the library beside this file."""
+    env = os.environ.get("FP8SCALE_OPS_LIBRARY")
+    return Path(env) if env else Path(__file__).with_name("libfp8scale_ops.so")
+
+
+def _load() -> str:
+    path = _library_path()
+    if not path.is_file():
+        return f"the op library {path} is missing (build the package with pip, or set FP8SCALE_OPS_LIBRARY)"
+    torch.ops.load_library(str(path))
+    return ""
+
+
+LOAD_ERROR = _load()
+AVAILABLE = not LOAD_ERROR
+
+
+def require_ops() -> None:
+    if not AVAILABLE:
+        raise RuntimeError(f"fp8scale: {LOAD_ERROR}")
+
+
+# --- argument checks shared by the fakes and the Python API ----------------------
+
+
+def fail(op: str, argument: str, what: str, kind=ValueError):
+    raise kind(f"fp8scale.{op}: argument '{argument}' {what}")
+
+
+def check_tensor(op: str, name: str, t, dtypes=None, dims=None) -> None:
+    if not isinstance(t, torch.Tensor):
+        fail(op, name, f"must be a torch.Tensor, got {type(t).__name__}", TypeError)
+    if dtypes is not None and t.dtype not in dtypes:
+        fail(op, name, f"has dtype {t.dtype}, expected {' or '.join(str(d) for d in dtypes)}", TypeError)
+    if dims is not None and t.dim() not in dims:
+        fail(op, name, f"must be {' or '.join(f'{d}-D' for d in dims)}, got shape {tuple(t.shape)}")
+
+
+def check_device(op: str, tensors) -> None:
+    """Every tensor a CUDA (or meta) tensor on one device."""
+    first = None
+    for name, t in tensors:
+        if t is None:
+            continue
+        if t.device.type not in ("cuda", "meta"):
+            fail(op, name, f"is on {t.device}: fp8scale ops run on CUDA tensors")
+        if first is None:
+            first = (name, t.device)
+        elif t.device != first[1]:
+            fail(op, name, f"is on {t.device}, '{first[0]}' on {first[1]} (all tensors of one call share a device)")
+
+
+def check_options(op: str, group_size, fp8_dtype, fmax, eps) -> None:
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size not in _GROUP_SIZES:
+        fail(op, "group_size", f"= {group_size!r}: supported group sizes are 32, 64, 128")
+    top = _FP8_MAX[fp8_dtype]
+    if not (fmax == 0.0 or 0.0 < fmax <= top):
+        fail(op, "fmax", f"= {fmax!r}: must be in (0, {top:g}] for {fp8_dtype} (0: the format's max)")
+    if not eps > 0.0:
+        fail(op, "eps", f"= {eps!r}: must be > 0")
+
+
+def groups_of(op: str, cols: int, group_size: int, what: str = "x") -> int:
+    if cols % group_size != 0:
+        fail(op, what, f"has {cols} columns, not a multiple of group_size = {group_size}")
+    return cols // group_size
+
+
+def check_shape(op: str, name: str, t: torch.Tensor, shape) -> None:
+    if tuple(t.shape) != tuple(shape):
+        fail(op, name, f"has shape {tuple(t.shape)}, expected {tuple(shape)}")
+
+
+def check_scale(op: str, scale: torch.Tensor, m: int, g: int) -> None:
+    check_tensor(op, "scale", scale, (torch.float32,), (2,))
+    check_shape(op, "scale", scale, (m, g))
+    try:
+        _layout.scale_layout(scale)
+    except ValueError as e:
+        raise ValueError(str(e).replace("fp8scale:", f"fp8scale.{op}:", 1)) from None
+
+
+def check_group_quant(x, q, scale, group_size, fmax, eps) -> None:
+    op = "group_quant"
+    check_tensor(op, "x", x, _INPUT_DTYPES, (2, 3))
+    check_tensor(op, "q", q, _FP8_DTYPES, (2, 3))
+    check_device(op, (("x", x), ("q", q), ("scale", scale)))
+    check_options(op, group_size, q.dtype, fmax, eps)
+    m = x.shape[0]
+    k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
+    g = groups_of(op, k, group_size)
+    if x.dim() == 3 and q.dim() == 3:
+        check_shape(op, "q", q, x.shape)
+    else:
+        check_shape(op, "q", q, (m, k))
+    check_scale(op, scale, m, g)
+
+
+def check_silu_clamp_quant(x, q, scale, group_size, fmax, eps) -> None:
+    op = "silu_clamp_quant"
+    check_tensor(op, "x", x, _INPUT_DTYPES, (2,))
+    check_tensor(op, "q", q, _FP8_DTYPES, (2,))
+    check_device(op, (("x", x), ("q", q), ("scale", scale)))
+    check_options(op, group_size, q.dtype, fmax, eps)
+    m, two_i = x.shape
+    if two_i % 2 != 0:
+        fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
+    g = groups_of(op, two_i // 2, group_size)
+    check_shape(op, "q", q, (m, two_i // 2))
+    check_scale(op, scale, m, g)
+
+
+def check_rmsnorm_quant(x, weight, q, scale, residual, norm_out, norm_eps, group_size, fmax, eps) -> None:
+    op = "rmsnorm_quant"
+    check_tensor(op, "x", x, _INPUT_DTYPES, (2,))
+    check_tensor(op, "weight", weight, (x.dtype,), (1,))
+    check_tensor(op, "q", q, _FP8_DTYPES, (2,))
+    for name, t in (("residual", residual), ("norm_out", norm_out)):
+        if t is not None:
+            check_tensor(op, name, t, (x.dtype,), (2,))
+            check_shape(op, name, t, x.shape)
+    check_device(op, (("x", x), ("weight", weight), ("q", q), ("scale", scale), ("residual", residual),
+                      ("norm_out", norm_out)))
+    check_options(op, group_size, q.dtype, fmax, eps)
+    if not norm_eps >= 0.0:
+        fail(op, "norm_eps", f"= {norm_eps!r}: must be >= 0")
+    m, k = x.shape
+    g = groups_of(op, k, group_size)
+    check_shape(op, "weight", weight, (k,))
+    check_shape(op, "q", q, (m, k))
+    check_scale(op, scale, m, g)
+
+
+def check_materialize(src, dst) -> None:
+    op = "materialize"
+    check_tensor(op, "src", src, (torch.float32,), (2,))
+    check_tensor(op, "dst", dst, (torch.float32,), (2,))
+    check_device(op, (("src", src), ("dst", dst)))
+    check_shape(op, "dst", dst, src.shape)
+    _layout.scale_layout(src)
+    m = src.shape[0]
+    if not (dst.stride(0) == 1 and dst.stride(1) >= m):
+        fail(op, "dst", f"has strides {tuple(dst.stride())}: expected column-major (1, ld) with ld >= M")
+
+
+# --- fake implementations -----------------------------------------------------------
+
+if AVAILABLE:
+
+    @torch.library.register_fake("fp8scale::group_quant")
+    def _group_quant_fake(x, q, scale, group_size=128, scale_ue8m0=False, fmax=0.0, eps=1e-10, enable_pdl=False):
+        check_group_quant(x, q, scale, group_size, fmax, eps)
+
+    @torch.library.register_fake("fp8scale::silu_clamp_quant")
+    def _silu_clamp_quant_fake(x, q, scale, limit=0.0, group_size=128, scale_ue8m0=False, fmax=0.0, eps=1e-10,
+                               enable_pdl=False):
+        check_silu_clamp_quant(x, q, scale, group_size, fmax, eps)
+
+    @torch.library.register_fake("fp8scale::rmsnorm_quant")
+    def _rmsnorm_quant_fake(x, weight, q, scale, residual=None, norm_out=None, norm_eps=1e-6, group_size=128,
+                            scale_ue8m0=False, fmax=0.0, eps=1e-10, enable_pdl=False):
+        check_rmsnorm_quant(x, weight, q, scale, residual, norm_out, norm_eps, group_size, fmax, eps)
+
+    @torch.library.register_fake("fp8scale::materialize")
+    def _materialize_fake(src, dst):
+        check_materialize(src, dst)
+
+    # CPU tensors: the same checks, which refuse them by name (the dispatcher's
+    # own message would not say which argument).
+    for _name, _fake in (("group_quant", _group_quant_fake), ("silu_clamp_quant", _silu_clamp_quant_fake),
+                         ("rmsnorm_quant", _rmsnorm_quant_fake), ("materialize", _materialize_fake)):
+        torch.library.impl(f"fp8scale::{_name}", "CPU")(_fake)

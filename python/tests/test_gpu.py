@@ -1,0 +1,243 @@
+"""The ops on the GPU: transposed emission against row-major + materialize,
+bit for bit, the zero-copy views, the padding, a torch reference, opcheck,
+torch.compile, CUDA graphs and streams."""
+
+import itertools
+
+import pytest
+import torch
+
+import fp8scale
+from conftest import needs_cuda, needs_ops
+
+pytestmark = [needs_ops, needs_cuda]
+
+IN_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+FP8 = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
+MS = (0, 1, 2, 3, 8, 16, 17, 128, 1000)
+GARBAGE = float("nan")
+
+
+def activations(m, k, dtype, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(m, k, generator=g, device="cuda", dtype=torch.float32) * 3
+    if m > 0:
+        x[:, ::97] *= 40  # outliers, as activations have
+    return x.to(dtype)
+
+
+def col_major_out(m, g, ld):
+    """A [g, ld] buffer filled with garbage and its (m, g) view, strides (1, ld)."""
+    buf = torch.full((g, ld), GARBAGE, dtype=torch.float32, device="cuda")
+    return buf, buf.t()[:m]
+
+
+def cases():
+    for producer, dtype, fp8, rule, m in itertools.product(
+            ("group_quant", "silu_clamp_quant", "rmsnorm_quant"), IN_DTYPES, FP8, (False, True), MS):
+        for k in ((256, 2048) if producer == "silu_clamp_quant" else (512, 7168)):
+            yield producer, dtype, fp8, rule, m, k
+
+
+@pytest.mark.parametrize("producer, dtype, fp8, ue8m0, m, k", list(cases()))
+def test_transposed_emission_equals_row_major_plus_materialize(producer, dtype, fp8, ue8m0, m, k):
+    seed = hash((producer, str(dtype), m, k)) % 1000
+    if producer == "group_quant":
+        x = activations(m, k, dtype, seed)
+        cols = k
+        op = torch.ops.fp8scale.group_quant
+        args = lambda: (128, ue8m0)
+        call = lambda q, s: op(x, q, s, *args())
+    elif producer == "silu_clamp_quant":
+        x = activations(m, 2 * k, dtype, seed)
+        cols = k
+        call = lambda q, s: torch.ops.fp8scale.silu_clamp_quant(x, q, s, 7.0, 128, ue8m0)
+    else:
+        x = activations(m, k, dtype, seed)
+        cols = k
+        w = (torch.rand(k, device="cuda") + 0.5).to(dtype)
+        r0 = activations(m, k, dtype, seed + 1)
+        residuals = []
+
+        def call(q, s):
+            r = r0.clone()
+            y = torch.empty_like(x)
+            torch.ops.fp8scale.rmsnorm_quant(x, w, q, s, r, y, 1e-6, 128, ue8m0)
+            residuals.append((r, y))
+    g = cols // 128
+
+    q_row = torch.empty(m, cols, dtype=fp8, device="cuda")
+    s_row = torch.full((m, g), GARBAGE, device="cuda")
+    call(q_row, s_row)
+    for ld_align in (1, 4):
+        ld = fp8scale.align_up(m, ld_align)
+        buf, s_col = col_major_out(m, g, ld)
+        q_col = torch.empty(m, cols, dtype=fp8, device="cuda")
+        call(q_col, s_col)
+        s_mat = fp8scale.materialize(s_row, ld_align)
+        torch.cuda.synchronize()
+        # The view: strides (1, ld) over the producer's own buffer.
+        if m > 1 or ld > 1:
+            assert s_col.stride() == (1, ld)
+        assert s_col.untyped_storage().data_ptr() == buf.untyped_storage().data_ptr()
+        assert torch.equal(q_col.view(torch.uint8), q_row.view(torch.uint8))
+        assert torch.equal(s_col.view(torch.int32), s_row.view(torch.int32))  # bits, through (m, g)
+        assert torch.equal(s_mat.view(torch.int32), s_row.view(torch.int32))
+        # Padding slots [M, ld) of each group: 0 over the NaN fill.
+        if ld > m:
+            assert torch.equal(buf[:, m:], torch.zeros(g, ld - m, device="cuda"))
+            full = s_mat.as_strided((g, ld), (ld, 1)) if s_mat.stride() == (1, ld) else None
+            assert full is not None and torch.equal(full[:, m:], torch.zeros(g, ld - m, device="cuda"))
+    if producer == "rmsnorm_quant":
+        (r1, y1), (r2, y2), (r3, y3) = residuals
+        assert torch.equal(r1, r2) and torch.equal(r1, r3) and torch.equal(y1, y2) and torch.equal(y1, y3)
+        assert torch.equal(r1, (x.float() + r0.float()).to(dtype)) or dtype == torch.float32
+
+
+def torch_group_quant(x, group_size, fp8, fmax, eps):
+    """The reference: s = max(amax, eps) / fmax, q = x * (1 / s), divisions
+    tensor by tensor (IEEE), as docs/numerics.md specifies."""
+    m, k = x.shape
+    v = x.float().view(m, k // group_size, group_size)
+    amax = v.abs().amax(dim=-1).clamp_min(torch.tensor(eps, device=x.device))
+    s = amax / torch.full_like(amax, fmax)
+    inv = torch.ones_like(s) / s
+    top = torch.finfo(fp8).max
+    q = (v * inv.unsqueeze(-1)).clamp(-top, top).to(fp8).view(m, k)
+    return q, s
+
+
+@pytest.mark.parametrize("dtype", IN_DTYPES)
+@pytest.mark.parametrize("fp8, fmax", [(torch.float8_e4m3fn, 448.0), (torch.float8_e4m3fnuz, 240.0),
+                                       (torch.float8_e4m3fnuz, 224.0)])
+@pytest.mark.parametrize("group_size", (32, 64, 128))
+@pytest.mark.parametrize("m", (1, 17, 1000))
+def test_group_quant_equals_torch_reference(dtype, fp8, fmax, group_size, m):
+    x = activations(m, 7168, dtype, 7)
+    q, s = fp8scale.group_quant(x, group_size, transpose_scale=True, ld_align=4, fp8_dtype=fp8, fmax=fmax)
+    q_ref, s_ref = torch_group_quant(x, group_size, fp8, fmax, 1e-10)
+    assert torch.equal(s.view(torch.int32), s_ref.view(torch.int32))
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
+
+
+def test_head_major_input_equals_the_matrix_input():
+    m, h, d = 17, 8, 256
+    big = activations(m, 2 * h * d, torch.bfloat16, 3)
+    x3 = big[:, : h * d].view(m, h, d)  # token stride 2 H D, head stride D
+    x3 = x3.as_strided((m, h, d), (2 * h * d, d, 1))
+    q3, s3 = fp8scale.group_quant(x3, transpose_scale=True)
+    q2, s2 = fp8scale.group_quant(x3.reshape(m, h * d).contiguous(), transpose_scale=True)
+    assert q3.shape == (m, h, d)
+    assert torch.equal(q3.view(torch.uint8).view(m, h * d), q2.view(torch.uint8))
+    assert torch.equal(s3, s2)
+
+
+def test_m0_writes_only_the_padding():
+    buf, s = col_major_out(0, 56, 4)
+    x = torch.empty(0, 7168, dtype=torch.bfloat16, device="cuda")
+    torch.ops.fp8scale.group_quant(x, torch.empty(0, 7168, dtype=torch.float8_e4m3fn, device="cuda"), s)
+    assert torch.equal(buf, torch.zeros_like(buf))
+
+
+def test_launcher_refusals_name_the_argument():
+    x = activations(4, 7168 + 128, torch.bfloat16, 1)[:, 1:7169]  # rows 2 bytes past a 16-byte boundary
+    with pytest.raises(RuntimeError, match=r"fp8scale.group_quant: .*argument 'x'"):
+        fp8scale.group_quant(x)
+    # ld = 5 over 279 floats: the view fits, its last padding slot (280th) does not.
+    s_buf = torch.empty(56 * 5 - 1, device="cuda")
+    with pytest.raises(RuntimeError, match=r"argument 'scale' storage holds 1116 bytes"):
+        torch.ops.fp8scale.group_quant(activations(4, 7168, torch.bfloat16, 1),
+                                       torch.empty(4, 7168, dtype=torch.float8_e4m3fn, device="cuda"),
+                                       s_buf.as_strided((4, 56), (1, 5)))
+    x = activations(4, 512, torch.bfloat16, 1)
+    q = torch.empty(4, 512, dtype=torch.float8_e4m3fn, device="cuda")
+    with pytest.raises(RuntimeError, match=r"argument 'q' overlaps 'scale'"):
+        torch.ops.fp8scale.group_quant(x, q, q.view(torch.float32)[:, :4])
+
+
+# opcheck's test_schema compares the mutated outputs with arithmetic that
+# torch has no fp8 kernel for ("mul_cuda" not implemented for Float8_e4m3fn),
+# so it runs the other three checks; the (a!) annotations are held by
+# test_ops_host.test_schemas and the mutation by the tests above.
+OPCHECK_TESTS = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+def test_opcheck():
+    x = activations(17, 512, torch.bfloat16, 2)
+    for s in (torch.empty(17, 4, device="cuda"), col_major_out(17, 4, 20)[1]):
+        q = torch.empty(17, 512, dtype=torch.float8_e4m3fn, device="cuda")
+        torch.library.opcheck(torch.ops.fp8scale.group_quant.default, (x, q, s), test_utils=OPCHECK_TESTS)
+    torch.library.opcheck(torch.ops.fp8scale.silu_clamp_quant.default,
+                          (activations(5, 512, torch.bfloat16, 3), torch.empty(5, 256, dtype=torch.float8_e4m3fn,
+                                                                               device="cuda"),
+                           col_major_out(5, 2, 8)[1], 7.0), test_utils=OPCHECK_TESTS)
+    w = torch.ones(512, dtype=torch.bfloat16, device="cuda")
+    torch.library.opcheck(torch.ops.fp8scale.rmsnorm_quant.default,
+                          (x, w, torch.empty(17, 512, dtype=torch.float8_e4m3fn, device="cuda"),
+                           col_major_out(17, 4, 17)[1], x.clone(), torch.empty_like(x)), test_utils=OPCHECK_TESTS)
+    torch.library.opcheck(torch.ops.fp8scale.materialize.default,
+                          (torch.rand(17, 4, device="cuda"), col_major_out(17, 4, 20)[1]), test_utils=OPCHECK_TESTS)
+
+
+class Site(torch.nn.Module):
+    """A decoder layer's producer sites: RMSNorm quant, then SiLU quant."""
+
+    def forward(self, x, w, gate_up):
+        q1, s1 = fp8scale.rmsnorm_quant(x, w, transpose_scale=True, ld_align=4)
+        q2, s2 = fp8scale.silu_clamp_quant(gate_up, 7.0, transpose_scale=True, ld_align=4)
+        return q1, s1, q2, s2
+
+
+def test_torch_compile_fullgraph():
+    torch._dynamo.reset()
+    x = activations(33, 7168, torch.bfloat16, 4)
+    w = (torch.rand(7168, device="cuda") + 0.5).to(torch.bfloat16)
+    gu = activations(33, 4096, torch.bfloat16, 5)
+    eager = Site()(x, w, gu)
+    compiled = torch.compile(Site(), fullgraph=True)(x, w, gu)
+    for a, b in zip(eager, compiled):
+        assert a.shape == b.shape and a.stride() == b.stride()
+        assert torch.equal(a.view(torch.uint8) if a.dtype != torch.float32 else a,
+                           b.view(torch.uint8) if b.dtype != torch.float32 else b)
+
+
+def test_cuda_graph_replays():
+    x = activations(64, 7168, torch.bfloat16, 6)
+    q = torch.empty(64, 7168, dtype=torch.float8_e4m3fn, device="cuda")
+    buf, s = col_major_out(64, 56, 64)
+    torch.ops.fp8scale.group_quant(x, q, s)  # warm-up outside the capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        torch.ops.fp8scale.group_quant(x, q, s)
+    x.copy_(activations(64, 7168, torch.bfloat16, 8))
+    buf.fill_(GARBAGE)
+    g.replay()
+    torch.cuda.synchronize()
+    q_ref, s_ref = fp8scale.group_quant(x)
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(s, s_ref)
+
+
+def test_side_stream_orders_with_its_stream():
+    side = torch.cuda.Stream()
+    x = activations(4096, 7168, torch.bfloat16, 9)
+    ref_q, ref_s = fp8scale.group_quant(x)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        side.wait_stream(torch.cuda.current_stream())
+        y = x * 1  # queued on the side stream before the op
+        q, s = fp8scale.group_quant(y)
+        done = torch.cuda.Event()
+        done.record(side)
+    done.synchronize()
+    assert torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8)) and torch.equal(s, ref_s)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_non_zero_device_is_honoured():
+    with torch.cuda.device(0):
+        x = activations(17, 512, torch.bfloat16, 1).to("cuda:1")
+        q, s = fp8scale.group_quant(x, transpose_scale=True)
+    assert q.device == x.device and s.device == x.device
+    ref_q, ref_s = fp8scale.group_quant(x.to("cuda:0"), transpose_scale=True)
+    assert torch.equal(q.cpu().view(torch.uint8), ref_q.cpu().view(torch.uint8))
+    assert torch.equal(s.cpu(), ref_s.cpu())

@@ -1,0 +1,119 @@
+"""Schemas, fake implementations and the bad-input messages: no GPU needed."""
+
+import pytest
+import torch
+
+import fp8scale
+from conftest import needs_ops
+
+pytestmark = needs_ops
+
+BF16, F32, FN, FNUZ = torch.bfloat16, torch.float32, torch.float8_e4m3fn, torch.float8_e4m3fnuz
+
+
+def meta(*shape, dtype=BF16):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+def col_major(m, g, ld, device="meta"):
+    return torch.empty((g, ld), dtype=F32, device=device).t()[:m]
+
+
+def test_schemas():
+    schemas = {n: str(getattr(torch.ops.fp8scale, n).default._schema) for n in
+               ("group_quant", "silu_clamp_quant", "rmsnorm_quant", "materialize")}
+    assert schemas["group_quant"].startswith("fp8scale::group_quant(Tensor x, Tensor(a!) q, Tensor(b!) scale, "
+                                             "int group_size=128, bool scale_ue8m0=False")
+    assert "Tensor(c!)? residual=None, Tensor(d!)? norm_out=None" in schemas["rmsnorm_quant"]
+    assert "float limit=0." in schemas["silu_clamp_quant"]
+    assert schemas["materialize"] == "fp8scale::materialize(Tensor src, Tensor(a!) dst) -> ()"
+    for s in schemas.values():
+        assert s.endswith("-> ()")  # out-variants: nothing returned, nothing aliased
+
+
+@pytest.mark.parametrize("m", [0, 1, 5, 130])
+def test_fakes_accept_both_layouts_on_meta(m):
+    x, q = meta(m, 512), meta(m, 512, dtype=FN)
+    torch.ops.fp8scale.group_quant(x, q, meta(m, 4, dtype=F32))
+    torch.ops.fp8scale.group_quant(x, q, col_major(m, 4, max(m, 1) + 3))
+    torch.ops.fp8scale.silu_clamp_quant(meta(m, 1024), q, col_major(m, 4, m))
+    torch.ops.fp8scale.rmsnorm_quant(x, meta(512), q, meta(m, 4, dtype=F32), x.clone(), None)
+    torch.ops.fp8scale.materialize(meta(m, 4, dtype=F32), col_major(m, 4, m))
+    torch.ops.fp8scale.group_quant(meta(m, 4, 128), meta(m, 4, 128, dtype=FNUZ), meta(m, 4, dtype=F32))
+
+
+def test_shape_inference_under_fake_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(17, 7168, dtype=BF16, device="cuda" if torch.cuda.is_available() else "meta")
+        q = torch.empty(17, 7168, dtype=FN, device=x.device)
+        s = torch.empty(56, 20, dtype=F32, device=x.device).t()[:17]
+        torch.ops.fp8scale.group_quant(x, q, s)
+        assert s.shape == (17, 56) and s.stride() == (1, 20)
+
+
+@pytest.mark.parametrize(
+    "call, error, pattern",
+    [
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 500), meta(4, 500, dtype=FN), meta(4, 3, dtype=F32)),
+         ValueError, r"group_quant: argument 'x' has 500 columns, not a multiple of group_size = 128"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FN), meta(4, 4, dtype=F32), 96),
+         ValueError, r"argument 'group_size' = 96"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512), meta(4, 4, dtype=F32)),
+         TypeError, r"argument 'q' has dtype torch.bfloat16"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512, dtype=torch.int8), meta(4, 512, dtype=FN),
+                                                meta(4, 4, dtype=F32)),
+         TypeError, r"argument 'x' has dtype torch.int8"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 256, dtype=FN), meta(4, 4, dtype=F32)),
+         ValueError, r"argument 'q' has shape \(4, 256\), expected \(4, 512\)"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(5, 512), meta(5, 512, dtype=FN),
+                                                meta(64, dtype=F32).as_strided((5, 4), (1, 4))),
+         ValueError, r"argument 'scale' has strides \(1, 4\).*neither"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FNUZ), meta(4, 4, dtype=F32),
+                                                128, False, 448.0),
+         ValueError, r"argument 'fmax' = 448.0: must be in \(0, 240\]"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FN), meta(4, 4, dtype=F32),
+                                                128, False, 0.0, 0.0),
+         ValueError, r"argument 'eps'"),
+        (lambda: torch.ops.fp8scale.silu_clamp_quant(meta(4, 1000), meta(4, 500, dtype=FN), meta(4, 4, dtype=F32)),
+         ValueError, r"silu_clamp_quant: argument 'x' has 500 columns"),
+        (lambda: torch.ops.fp8scale.rmsnorm_quant(meta(4, 512), meta(512, dtype=F32), meta(4, 512, dtype=FN),
+                                                  meta(4, 4, dtype=F32)),
+         TypeError, r"rmsnorm_quant: argument 'weight' has dtype torch.float32"),
+        (lambda: torch.ops.fp8scale.rmsnorm_quant(meta(4, 512), meta(512), meta(4, 512, dtype=FN),
+                                                  meta(4, 4, dtype=F32), meta(3, 512)),
+         ValueError, r"argument 'residual' has shape \(3, 512\)"),
+        (lambda: torch.ops.fp8scale.materialize(meta(4, 4, dtype=F32), meta(4, 4, dtype=F32)),
+         ValueError, r"materialize: argument 'dst' has strides \(4, 1\): expected column-major"),
+        (lambda: torch.ops.fp8scale.group_quant(torch.empty(4, 512, dtype=BF16), torch.empty(4, 512, dtype=FN),
+                                                torch.empty(4, 4)),
+         ValueError, r"group_quant: argument 'x' is on cpu: fp8scale ops run on CUDA tensors"),
+        (lambda: fp8scale.group_quant(torch.empty(4, 512, dtype=BF16)),
+         ValueError, r"group_quant: argument 'x' is on cpu"),
+        (lambda: fp8scale.group_quant([1.0]), TypeError, r"argument 'x' must be a torch.Tensor, got list"),
+        (lambda: fp8scale.group_quant(meta(4, 512), fp8_dtype=torch.float8_e5m2),
+         TypeError, r"argument 'fp8_dtype'"),
+        (lambda: fp8scale.group_quant(meta(4, 512), transpose_scale=True, ld_align=0),
+         ValueError, r"argument 'ld_align' = 0"),
+        (lambda: fp8scale.silu_clamp_quant(meta(4, 513)), ValueError, r"odd number of columns 513"),
+    ],
+)
+def test_bad_input_names_the_argument(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()
+
+
+def test_python_api_on_meta_gives_the_layouts():
+    x = meta(5, 7168)
+    q, s = fp8scale.group_quant(x, transpose_scale=True, ld_align=4)
+    assert q.dtype == FN and q.shape == (5, 7168)
+    assert s.shape == (5, 56) and s.stride() == (1, 8)
+    q, s = fp8scale.group_quant(x)
+    assert s.stride() == (56, 1)
+    q, s = fp8scale.silu_clamp_quant(meta(3, 4096), 7.0, transpose_scale=True)
+    assert q.shape == (3, 2048) and s.stride() == (1, 3)
+    q, s, y = fp8scale.rmsnorm_quant(x, meta(7168), return_norm_out=True, fp8_dtype=FNUZ, fmax=224.0)
+    assert q.dtype == FNUZ and y.shape == x.shape and y.dtype == x.dtype
+    q, s = fp8scale.group_quant(meta(0, 7168), transpose_scale=True, ld_align=4)
+    assert s.shape == (0, 56)
