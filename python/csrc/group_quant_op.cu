@@ -46,11 +46,8 @@ void groupQuantOp(Tensor x, Tensor q, Tensor scale, int64_t groupSize, bool scal
       input = GroupQuantInput<In>::headMajor(px, M, x.size(1), x.size(2), M <= 1 ? K : x.stride(0),
                                              x.size(1) <= 1 ? x.size(2) : x.stride(1));
     }
-    withFp8Format(kOp, "q", q, [&](auto format) {
-      using Format = decltype(format);
-      const Fp8Matrix<Format> out{static_cast<std::uint8_t*>(q.data_ptr()), M, K, ldq};
-      withScaleView(kOp, s, [&](auto view) { check(kOp, groupQuant<Format>(input, out, view, opt, cs.stream).status()); });
-    });
+    withOutputs(kOp, q, M, K, ldq, s,
+                [&](auto out, auto view) { check(kOp, groupQuant(input, out, view, opt, cs.stream).status()); });
   });
 }
 

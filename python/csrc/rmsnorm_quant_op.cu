@@ -60,12 +60,8 @@ void rmsNormQuantOp(Tensor x, Tensor weight, Tensor q, Tensor scale, std::option
     input.normEps = static_cast<float>(normEps);
     if (residual) input = input.withResidual(static_cast<In*>(residual->data_ptr()), ldResidual);
     if (normOut) input = input.withNormOut(static_cast<In*>(normOut->data_ptr()), ldNormOut);
-    withFp8Format(kOp, "q", q, [&](auto format) {
-      using Format = decltype(format);
-      const Fp8Matrix<Format> out{static_cast<std::uint8_t*>(q.data_ptr()), M, K, ldq};
-      withScaleView(kOp, s,
-                    [&](auto view) { check(kOp, rmsNormQuant<Format>(input, out, view, opt, cs.stream).status()); });
-    });
+    withOutputs(kOp, q, M, K, ldq, s,
+                [&](auto out, auto view) { check(kOp, rmsNormQuant(input, out, view, opt, cs.stream).status()); });
   });
 }
 

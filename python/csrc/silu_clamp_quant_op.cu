@@ -28,12 +28,8 @@ void siluClampQuantOp(Tensor x, Tensor q, Tensor scale, double limit, int64_t gr
   withInputType(kOp, "x", x, [&](auto in) {
     using In = decltype(in);
     const SiluClampInput<In> input{static_cast<const In*>(x.data_ptr()), M, I, ldx, static_cast<float>(limit)};
-    withFp8Format(kOp, "q", q, [&](auto format) {
-      using Format = decltype(format);
-      const Fp8Matrix<Format> out{static_cast<std::uint8_t*>(q.data_ptr()), M, I, ldq};
-      withScaleView(kOp, s,
-                    [&](auto view) { check(kOp, siluClampQuant<Format>(input, out, view, opt, cs.stream).status()); });
-    });
+    withOutputs(kOp, q, M, I, ldq, s,
+                [&](auto out, auto view) { check(kOp, siluClampQuant(input, out, view, opt, cs.stream).status()); });
   });
 }
 

@@ -48,21 +48,17 @@ inline const char* dtypeName(ScalarType t) {
   }
 }
 
-inline std::string shapeString(const Tensor& t) {
+/// "(a, b)" of a tensor's sizes or strides, Python's tuple spelling.
+template <class Get>
+std::string tupleString(const Tensor& t, Get get) {
   std::ostringstream s;
   s << '(';
-  for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << t.size(d);
+  for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << get(d);
   s << (t.dim() == 1 ? ",)" : ")");
   return s.str();
 }
-
-inline std::string strideString(const Tensor& t) {
-  std::ostringstream s;
-  s << '(';
-  for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << t.stride(d);
-  s << (t.dim() == 1 ? ",)" : ")");
-  return s.str();
-}
+inline std::string shapeString(const Tensor& t) { return tupleString(t, [&](int64_t d) { return t.size(d); }); }
+inline std::string strideString(const Tensor& t) { return tupleString(t, [&](int64_t d) { return t.stride(d); }); }
 
 /// Every tensor of one call: a CUDA tensor on the first tensor's device, with
 /// non-negative strides. Returns that device's index.
@@ -246,11 +242,23 @@ void withFp8Format(const char* op, const char* name, const Tensor& t, F&& f) {
   }
 }
 
+/// f(out, view): q as Fp8Matrix<Format> of its dtype (rows x cols, row
+/// stride ldq) and the scale as its ScaleView; the producer launchers deduce
+/// Format and Layout from them.
+template <class F>
+void withOutputs(const char* op, const Tensor& q, index_t rows, index_t cols, index_t ldq, const ScaleArg& scale,
+                 F&& f) {
+  withFp8Format(op, "q", q, [&](auto format) {
+    using Format = decltype(format);
+    const Fp8Matrix<Format> out{static_cast<std::uint8_t*>(q.data_ptr()), rows, cols, ldq};
+    withScaleView(op, scale, [&](auto view) { f(out, view); });
+  });
+}
+
 /// The options every producer op takes, as QuantOptions.
 inline QuantOptions quantOptions(int64_t groupSize, bool scaleUe8m0, double fmax, double eps, bool enablePdl) {
   QuantOptions o;
-  o.groupSize = static_cast<int>(groupSize);
-  if (static_cast<int64_t>(o.groupSize) != groupSize) o.groupSize = -1;  // refused by the launcher, by name
+  o.groupSize = static_cast<int>(groupSize);  // groupsOf() has refused any other size
   o.rule = scaleUe8m0 ? ScaleRule::kUE8M0 : ScaleRule::kFp32;
   o.fmax = static_cast<float>(fmax);
   o.eps = static_cast<float>(eps);

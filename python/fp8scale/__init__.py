@@ -63,6 +63,23 @@ def _fmax(fmax: Optional[float]) -> float:
     return 0.0 if fmax is None else float(fmax)
 
 
+def _check_x(op: str, x, dims) -> None:
+    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES, dims)
+    _ops.check_device(op, (("x", x),))
+
+
+def _quant_outputs(op, x, q_shape, cols, group_size, transpose_scale, ld_align, fp8_dtype, fmax, eps):
+    """A producer's options checked, and its q (fp8, q_shape) and scale
+    (M, cols // group_size) allocated on x's device."""
+    _fp8_dtype(op, fp8_dtype)
+    _ops.check_options(op, group_size, fp8_dtype, _fmax(fmax), eps)
+    g = _ops.groups_of(op, cols, group_size)
+    q = torch.empty(q_shape, dtype=fp8_dtype, device=x.device)
+    scale = _layout.new_scale(x.shape[0], g, transpose_scale, ld_align, x.device)
+    _ops.require_ops()
+    return q, scale
+
+
 def group_quant(
     x: torch.Tensor,
     group_size: int = 128,
@@ -104,16 +121,9 @@ def group_quant(
         what only the kernel's launcher checks (alignment of x), naming it.
     """
     op = "group_quant"
-    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES, (2, 3))
-    _ops.check_device(op, (("x", x),))
-    _fp8_dtype(op, fp8_dtype)
-    m = x.shape[0]
+    _check_x(op, x, (2, 3))
     k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
-    _ops.check_options(op, group_size, fp8_dtype, _fmax(fmax), eps)
-    g = _ops.groups_of(op, k, group_size)
-    q = torch.empty(x.shape, dtype=fp8_dtype, device=x.device)
-    scale = _layout.new_scale(m, g, transpose_scale, ld_align, x.device)
-    _ops.require_ops()
+    q, scale = _quant_outputs(op, x, x.shape, k, group_size, transpose_scale, ld_align, fp8_dtype, fmax, eps)
     torch.ops.fp8scale.group_quant(x, q, scale, group_size, scale_ue8m0, _fmax(fmax), eps, enable_pdl)
     return q, scale
 
@@ -144,17 +154,12 @@ def silu_clamp_quant(
         group_quant.
     """
     op = "silu_clamp_quant"
-    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES, (2,))
-    _ops.check_device(op, (("x", x),))
-    _fp8_dtype(op, fp8_dtype)
+    _check_x(op, x, (2,))
     m, two_i = x.shape
     if two_i % 2 != 0:
         _ops.fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
-    _ops.check_options(op, group_size, fp8_dtype, _fmax(fmax), eps)
-    g = _ops.groups_of(op, two_i // 2, group_size)
-    q = torch.empty((m, two_i // 2), dtype=fp8_dtype, device=x.device)
-    scale = _layout.new_scale(m, g, transpose_scale, ld_align, x.device)
-    _ops.require_ops()
+    q, scale = _quant_outputs(op, x, (m, two_i // 2), two_i // 2, group_size, transpose_scale, ld_align,
+                              fp8_dtype, fmax, eps)
     torch.ops.fp8scale.silu_clamp_quant(x, q, scale, float(limit), group_size, scale_ue8m0, _fmax(fmax), eps,
                                         enable_pdl)
     return q, scale
@@ -191,16 +196,10 @@ def rmsnorm_quant(
         (q, scale), or (q, scale, norm_out) with return_norm_out.
     """
     op = "rmsnorm_quant"
-    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES, (2,))
-    _ops.check_device(op, (("x", x),))
-    _fp8_dtype(op, fp8_dtype)
-    m, k = x.shape
-    _ops.check_options(op, group_size, fp8_dtype, _fmax(fmax), eps)
-    g = _ops.groups_of(op, k, group_size)
-    q = torch.empty((m, k), dtype=fp8_dtype, device=x.device)
-    scale = _layout.new_scale(m, g, transpose_scale, ld_align, x.device)
+    _check_x(op, x, (2,))
+    q, scale = _quant_outputs(op, x, x.shape, x.shape[1], group_size, transpose_scale, ld_align, fp8_dtype, fmax,
+                              eps)
     norm_out = torch.empty_like(x, memory_format=torch.contiguous_format) if return_norm_out else None
-    _ops.require_ops()
     torch.ops.fp8scale.rmsnorm_quant(x, weight, q, scale, residual, norm_out, float(norm_eps), group_size,
                                      scale_ue8m0, _fmax(fmax), eps, enable_pdl)
     return (q, scale, norm_out) if return_norm_out else (q, scale)
