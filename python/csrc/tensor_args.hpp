@@ -127,12 +127,20 @@ inline ByteSpan byteSpan(const Tensor& t) {
 }
 
 /// Refuses an output that shares bytes with any other tensor of the call.
+/// Each tensor's span is computed once (every accessor is a call into torch).
 inline void expectDisjoint(const char* op, const std::vector<std::pair<const char*, const Tensor*>>& outputs,
                            const std::vector<std::pair<const char*, const Tensor*>>& all) {
-  for (const auto& [outName, out] : outputs)
-    for (const auto& [name, t] : all)
-      if (out != t && byteSpan(*out).overlaps(byteSpan(*t)))
-        fail(op, outName, std::string("overlaps '") + name + "' (outputs must not share memory with any argument)");
+  std::vector<ByteSpan> spans;
+  spans.reserve(all.size());
+  for (const auto& named : all) spans.push_back(byteSpan(*named.second));
+  for (const auto& [outName, out] : outputs) {
+    size_t o = 0;
+    while (o < all.size() && all[o].second != out) ++o;
+    const ByteSpan outSpan = o < all.size() ? spans[o] : byteSpan(*out);
+    for (size_t i = 0; i < all.size(); ++i)
+      if (i != o && outSpan.overlaps(spans[i]))
+        fail(op, outName, std::string("overlaps '") + all[i].first + "' (outputs must not share memory with any argument)");
+  }
 }
 
 /// Refuses a tensor whose storage ends before element `lastElement` (counted

@@ -124,7 +124,7 @@ def group_quant(
     _check_x(op, x, (2, 3))
     k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
     q, scale = _quant_outputs(op, x, x.shape, k, group_size, transpose_scale, ld_align, fp8_dtype, fmax, eps)
-    torch.ops.fp8scale.group_quant(x, q, scale, group_size, scale_ue8m0, _fmax(fmax), eps, enable_pdl)
+    _ops.GROUP_QUANT(x, q, scale, group_size, scale_ue8m0, _fmax(fmax), eps, enable_pdl)
     return q, scale
 
 
@@ -160,8 +160,7 @@ def silu_clamp_quant(
         _ops.fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
     q, scale = _quant_outputs(op, x, (m, two_i // 2), two_i // 2, group_size, transpose_scale, ld_align,
                               fp8_dtype, fmax, eps)
-    torch.ops.fp8scale.silu_clamp_quant(x, q, scale, float(limit), group_size, scale_ue8m0, _fmax(fmax), eps,
-                                        enable_pdl)
+    _ops.SILU_CLAMP_QUANT(x, q, scale, float(limit), group_size, scale_ue8m0, _fmax(fmax), eps, enable_pdl)
     return q, scale
 
 
@@ -200,8 +199,8 @@ def rmsnorm_quant(
     q, scale = _quant_outputs(op, x, x.shape, x.shape[1], group_size, transpose_scale, ld_align, fp8_dtype, fmax,
                               eps)
     norm_out = torch.empty_like(x, memory_format=torch.contiguous_format) if return_norm_out else None
-    torch.ops.fp8scale.rmsnorm_quant(x, weight, q, scale, residual, norm_out, float(norm_eps), group_size,
-                                     scale_ue8m0, _fmax(fmax), eps, enable_pdl)
+    _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, float(norm_eps), group_size, scale_ue8m0,
+                       _fmax(fmax), eps, enable_pdl)
     return (q, scale, norm_out) if return_norm_out else (q, scale)
 
 
@@ -221,6 +220,6 @@ def materialize(scale: torch.Tensor, ld_align: int = 1) -> torch.Tensor:
         return scale
     out = _layout.new_scale(m, g, True, ld_align, scale.device)
     _ops.require_ops()
-    torch.ops.fp8scale.materialize(scale, out)
+    _ops.MATERIALIZE(scale, out)
     return out
 

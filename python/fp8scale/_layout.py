@@ -116,7 +116,7 @@ def new_scale(m: int, g: int, transpose_scale: bool, ld_align: int, device) -> t
         if ld_align != 1:
             raise ValueError("fp8scale: argument 'ld_align' applies to transpose_scale=True only")
         return torch.empty((m, g), dtype=torch.float32, device=device)
-    return torch.empty((g, ld), dtype=torch.float32, device=device).t()[:m]
+    return torch.empty(g * ld, dtype=torch.float32, device=device).as_strided((m, g), (1, ld))
 
 
 def same_bytes_as_column_major(scale: torch.Tensor, ld: int) -> bool:

@@ -46,6 +46,14 @@ LOAD_ERROR = _load()
 AVAILABLE = not LOAD_ERROR
 
 
+# The ops' default overloads, resolved once: a call through the packet
+# (torch.ops.fp8scale.group_quant) looks the overload up on every call.
+GROUP_QUANT = torch.ops.fp8scale.group_quant.default if AVAILABLE else None
+SILU_CLAMP_QUANT = torch.ops.fp8scale.silu_clamp_quant.default if AVAILABLE else None
+RMSNORM_QUANT = torch.ops.fp8scale.rmsnorm_quant.default if AVAILABLE else None
+MATERIALIZE = torch.ops.fp8scale.materialize.default if AVAILABLE else None
+
+
 def require_ops() -> None:
     if not AVAILABLE:
         raise RuntimeError(f"fp8scale: {LOAD_ERROR}")

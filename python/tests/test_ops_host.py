@@ -1,5 +1,7 @@
 """Schemas, fake implementations and the bad-input messages: no GPU needed."""
 
+import os
+
 import pytest
 import torch
 
@@ -117,3 +119,19 @@ def test_python_api_on_meta_gives_the_layouts():
     assert q.dtype == FNUZ and y.shape == x.shape and y.dtype == x.dtype
     q, s = fp8scale.group_quant(meta(0, 7168), transpose_scale=True, ld_align=4)
     assert s.shape == (0, 56)
+
+
+FLOOR = os.environ.get("FP8SCALE_DISPATCH_FLOOR", "")
+
+
+@needs_ops
+@pytest.mark.skipif(not FLOOR, reason="FP8SCALE_DISPATCH_FLOOR not set (the test build sets it)")
+def test_dispatch_floor_has_the_ops_schemas():
+    """benchmarks/bench_ops.py takes the empty ops of the dispatch-floor
+    library as torch's dispatch cost of the producer ops: their schemas must
+    be the same."""
+    torch.ops.load_library(FLOOR)
+    for name in ("group_quant", "silu_clamp_quant", "rmsnorm_quant"):
+        ours = getattr(torch.ops.fp8scale, name).default._schema
+        floor = getattr(torch.ops.fp8scale_floor, name).default._schema
+        assert str(floor).replace("fp8scale_floor::", "fp8scale::") == str(ours)
