@@ -19,7 +19,9 @@ class ScaleConsumer(str, enum.Enum):
 
     ROW_MAJOR: reads (M, G) row-major (gfx942 blockscale GEMM, most Triton GEMMs).
     BPRESHUFFLE_GFX95: aiter's gemm_a8w8_blockscale_bpreshuffle on gfx950: [G][M], ld == M.
-    CUBLASLT_VEC128: cuBLASLt VEC128_32F scales (sm_90, CUDA >= 12.9): [G][align(M, 4)].
+    CUBLASLT_VEC128: cuBLASLt VEC128_32F scales (sm_90, CUDA >= 12.9): [G][align(M, 4)];
+        torch's F.scaled_mm with BlockWise1x128 scales is this consumer (its GEMM
+        runs on align(M, 4) rows; examples/python/deepseek_v3_sites.py).
     DEEPGEMM_TMA: DeepGEMM-style TMA loads: [G][align(M, 4)].
     """
 
