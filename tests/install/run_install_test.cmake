@@ -1,5 +1,6 @@
 # Installs fp8scale into a scratch prefix, then configures, builds and runs an
-# external project that finds it with find_package(fp8scale CONFIG REQUIRED).
+# external project that finds it with find_package(fp8scale CONFIG REQUIRED),
+# and examples/ on its own against the same prefix.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 
@@ -17,4 +18,10 @@ run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -B ${WORK_DIR}/cons
     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_CXX_COMPILER=${CXX})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer-build)
 run(${WORK_DIR}/consumer-build/consumer)
-message(STATUS "installed package found and used")
+# The examples, as a user builds them on their own against the installed
+# package (producer_site_device too where CMake finds nvcc).
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples -B ${WORK_DIR}/examples-build
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_CXX_COMPILER=${CXX})
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/examples-build)
+run(${WORK_DIR}/examples-build/producer_site)
+message(STATUS "installed package found and used, examples built against it")
