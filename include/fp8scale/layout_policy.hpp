@@ -124,16 +124,22 @@ Status planMaterialize(const char* fn, const ScaleView<T, SrcLayout>& src, T* ds
                        ScaleView<T, ColMajor>& out, bool& copy) {
   if (ld < src.rows())
     return Status::error(StatusCode::kLdTooSmall, fn, "ld", "column-major ld is smaller than rows", ld, src.rows());
+  const index_t dstSpan = spanMul(src.cols(), ld);  // every slot of ColMajor{ld}, padding included
+  if (Status s = checkSpan(fn, "ld", dst, dstSpan, sizeof(T)); !s) return s;
   if (sameBytesAsColMajor(src, ld)) {
     out = ScaleView<T, ColMajor>::fromValidated(src.data(), src.rows(), src.cols(), ColMajor{ld});
     copy = false;
     return Status::ok();
   }
   if (dst == nullptr) return Status::error(StatusCode::kNullPointer, fn, "dst", "null destination for a relayout");
+  if (reinterpret_cast<std::uintptr_t>(dst) % alignof(T) != 0)
+    return Status::error(StatusCode::kMisaligned, fn, "dst", "pointer is not aligned to the element type",
+                         static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(dst) % alignof(T)),
+                         static_cast<std::int64_t>(alignof(T)));
   const auto* s0 = reinterpret_cast<const unsigned char*>(src.data());
   const auto* s1 = reinterpret_cast<const unsigned char*>(src.data() + src.requiredSpan());
   const auto* d0 = reinterpret_cast<const unsigned char*>(dst);
-  const auto* d1 = reinterpret_cast<const unsigned char*>(dst + ColMajor{ld}.writtenSpan(src.cols()));
+  const auto* d1 = reinterpret_cast<const unsigned char*>(dst + dstSpan);
   if (d0 < s1 && s0 < d1)
     return Status::error(StatusCode::kInvalidValue, fn, "dst", "destination overlaps the source; relayout is not in place");
   out = ScaleView<T, ColMajor>::fromValidated(dst, src.rows(), src.cols(), ColMajor{ld});
@@ -161,8 +167,9 @@ FP8SCALE_HOST_DEVICE constexpr ScaleView<T, ColMajor> materialize(ScaleView<T, C
 /// @return the ColMajor{ld} view: `src`'s own pointer when its bytes already
 ///         are that layout (ColMajor with the same ld; M == 1 with ld == 1;
 ///         G == 1 with unit row stride and ld == M), else `dst`.
-/// Errors: kLdTooSmall ('ld'), kNullPointer ('dst'), kInvalidValue ('dst'
-/// overlapping src).
+/// Errors: kLdTooSmall ('ld'), kInvalidShape ('ld': G * ld spans more than
+/// 2^48 bytes), kNullPointer ('dst'), kMisaligned ('dst'), kInvalidValue
+/// ('dst' overlapping src).
 template <class T, class SrcLayout>
 Result<ScaleView<T, ColMajor>> materializeHost(ScaleView<T, SrcLayout> src, T* dst, index_t ld) {
   static_assert(std::is_same<SrcLayout, RowMajor>::value || std::is_same<SrcLayout, ColMajor>::value,

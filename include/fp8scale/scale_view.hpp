@@ -30,6 +30,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "detail/span.hpp"
 #include "fp8.hpp"
 #include "platform.hpp"
 #include "status.hpp"
@@ -54,22 +55,18 @@ struct RowMajor {
 };
 
 /// (m, g) -> g * ld + m. Strides (1, ld). The layout owns the padding slots
-/// [M, ld) of each column, so requiredSpan() is cols * ld.
+/// [M, ld) of each column: they are addressed memory that every writer sets,
+/// so requiredSpan() is cols * ld whatever M is (M == 0 included).
 struct ColMajor {
   index_t ld = 0;
   static constexpr bool kColumnMajor = true;
   FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const { return g * ld + m; }
   FP8SCALE_HOST_DEVICE constexpr index_t stride(int dim) const { return dim == 0 ? 1 : ld; }
-  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t rows, index_t cols) const {
-    return (rows == 0 || cols == 0) ? 0 : cols * ld;
-  }
+  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t /*rows*/, index_t cols) const { return cols * ld; }
   static constexpr index_t minLd(index_t rows, index_t /*cols*/) { return rows; }
   /// Slots m in [rows, ld) of each column: addressed by offset(m, g) like the
   /// scales, holding no scale. Every writer of a view sets them to 0.
   FP8SCALE_HOST_DEVICE constexpr index_t paddingRows(index_t rows) const { return ld - rows; }
-  /// The slots a writer of `cols` columns sets, padding included: cols * ld,
-  /// also at rows == 0 (where requiredSpan, the extent a reader needs, is 0).
-  FP8SCALE_HOST_DEVICE constexpr index_t writtenSpan(index_t cols) const { return cols * ld; }
 };
 
 /// Column-major bytes [G][M] under a contiguous (M, G) presentation ("P1").
@@ -154,7 +151,9 @@ class ScaleView {
     else return layout_.stride(dim);
   }
 
-  /// Elements the buffer must hold (including ColMajor padding).
+  /// Elements the buffer must hold: every slot the view addresses, the
+  /// padding slots of a column-major view included (cols * ld, also at
+  /// rows == 0). make() refuses views whose span exceeds 2^48 bytes.
   FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan() const {
     if constexpr (std::is_same<Layout, TransposedContiguous>::value) return rows_ * cols_;
     else return layout_.requiredSpan(rows_, cols_);
@@ -255,11 +254,23 @@ Result<ScaleView<T, Layout>> ScaleView<T, Layout>::make(T* data, index_t rows, i
                                                 : "row-major ld is smaller than cols",
                            layout.ld, minLd);
   }
-  bool paddingSlots = false;  // a column-major view of M == 0 with ld > 0 still has slots to write
-  if constexpr (Layout::kColumnMajor && detail::HasLd<Layout>::value) paddingSlots = cols > 0 && layout.ld > rows;
-  if (data == nullptr && ((rows > 0 && cols > 0) || paddingSlots))
+  index_t span = 0;  // elements addressed, computed without overflow
+  if constexpr (std::is_same<Layout, RowMajor>::value) span = detail::stridedSpan(rows, cols, layout.ld);
+  else if constexpr (std::is_same<Layout, ColMajor>::value) span = detail::spanMul(cols, layout.ld);
+  else if constexpr (std::is_same<Layout, PerTensor>::value) span = 1;
+  else span = detail::spanMul(rows, cols);
+  constexpr const char* spanArgument = detail::HasLd<Layout>::value ? "ld" : "cols";
+  if (Status s = detail::checkSpan("ScaleView::make", spanArgument, data, span, sizeof(T)); !s) return s;
+  // A column-major view of M == 0 with ld > 0 still has padding slots to write.
+  const bool addressesMemory = std::is_same<Layout, PerTensor>::value ? rows > 0 && cols > 0 : span > 0;
+  if (data == nullptr && addressesMemory)
     return Status::error(StatusCode::kNullPointer, "ScaleView::make", "data",
                          rows > 0 ? "null data for a non-empty view" : "null data for a view with padding slots");
+  if (reinterpret_cast<std::uintptr_t>(data) % alignof(T) != 0)
+    return Status::error(StatusCode::kMisaligned, "ScaleView::make", "data",
+                         "pointer is not aligned to the element type",
+                         static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(data) % alignof(T)),
+                         static_cast<std::int64_t>(alignof(T)));
   return ScaleView(data, rows, cols, layout);
 }
 

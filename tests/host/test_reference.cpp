@@ -158,7 +158,7 @@ TEST(ReferenceGroupQuant, ArgumentErrorsNameTheArgument) {
   auto run = [&](const float* xp, index_t M, index_t K, index_t ldx, int gs, Fp8Matrix<E4M3FN> qq, auto scale) {
     return groupQuant<E4M3FN, ScaleFp32>(xp, M, K, ldx, gs, qq, scale);
   };
-  auto st = run(x.data(), 4, 200, 256, 128, qm, sv);
+  auto st = run(x.data(), 4, 200, 256, 128, Fp8Matrix<E4M3FN>{q.data(), 4, 200, 256}, sv);
   EXPECT_EQ(st.code(), StatusCode::kInvalidShape);
   EXPECT_STREQ(st.argument(), "K");
   st = run(x.data(), 4, 256, 256, 96, qm, sv);
@@ -177,7 +177,7 @@ TEST(ReferenceGroupQuant, ArgumentErrorsNameTheArgument) {
   EXPECT_STREQ(st.argument(), "x");
   st = run(x.data(), 4, 256, 256, 128, Fp8Matrix<E4M3FN>{nullptr, 4, 256, 256}, sv);
   EXPECT_STREQ(st.argument(), "q");
-  st = run(x.data(), -1, 256, 256, 128, qm, sv);
+  st = run(x.data(), -1, 256, 256, 128, Fp8Matrix<E4M3FN>{q.data(), -1, 256, 256}, sv);
   EXPECT_STREQ(st.argument(), "M");
   // M == 0 is valid, null pointers included.
   st = run(nullptr, 0, 256, 256, 128, Fp8Matrix<E4M3FN>{nullptr, 0, 256, 256},

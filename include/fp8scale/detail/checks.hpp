@@ -8,6 +8,7 @@
 #include "../scale_math.hpp"
 #include "../scale_view.hpp"
 #include "../status.hpp"
+#include "span.hpp"
 
 namespace fp8scale {
 
@@ -45,13 +46,15 @@ inline Status checkQuantOptions(const char* fn, const Options& o, float& fmax) {
   return Status::ok();
 }
 
-/// An optional [M, cols] row buffer (nullptr: absent): row stride `ld` >= cols
-/// (kLdTooSmall), pointer and row stride in bytes 16-byte aligned (kMisaligned),
-/// named `name` / `ldName`.
-inline Status checkOptionalRows(const char* fn, const char* name, const char* ldName, const void* p, index_t ld,
-                                index_t cols, index_t elementBytes) {
+/// An optional [rows, cols] row buffer (nullptr: absent): row stride `ld` >=
+/// cols (kLdTooSmall), a span within checkSpan's bounds (kInvalidShape),
+/// pointer and row stride in bytes 16-byte aligned (kMisaligned), named
+/// `name` / `ldName`.
+inline Status checkOptionalRows(const char* fn, const char* name, const char* ldName, const void* p, index_t rows,
+                                index_t ld, index_t cols, index_t elementBytes) {
   if (p == nullptr) return Status::ok();
   if (ld < cols) return Status::error(StatusCode::kLdTooSmall, fn, ldName, "row stride is smaller than K", ld, cols);
+  if (Status s = checkSpan(fn, name, p, stridedSpan(rows, cols, ld), elementBytes); !s) return s;
   if (Status s = checkAligned(fn, name, p, 16); !s) return s;
   if ((ld * elementBytes) % 16 != 0)
     return Status::error(StatusCode::kMisaligned, fn, ldName, "row stride in bytes is not a multiple of 16", ld, 16);
@@ -77,6 +80,10 @@ struct QuantArgs {
   index_t scaleMinLd = 0;    ///< its layout's minimum (RowMajor: G, ColMajor: M)
   int groupSize = 0;
   const char* colsName = "K";  ///< how the producer calls its column count
+  /// Elements of x the input spans; kUnsetSpan: stridedSpan(rows, cols, ldx)
+  /// (SiLU-clamp reads 2 I columns a row, head-major input has two strides).
+  index_t inputSpan = kUnsetSpan;
+  static constexpr index_t kUnsetSpan = -2;
 };
 
 /// Fills the scale fields of `a` from a RowMajor or ColMajor view.
@@ -109,7 +116,9 @@ QuantArgs quantArgs(const void* x, index_t rows, index_t cols, index_t ldx, int 
 
 
 /// Checks, in this order: group size; shape (M >= 0, K >= 0, K % groupSize);
-/// leading dimensions; the scale view's extents; then, only when M > 0, null
+/// leading dimensions; the scale view's extents; the spans of x and q
+/// (checkSpan: at most 2^48 bytes, not past the end of the address space,
+/// kInvalidShape naming 'x' / 'q'); then, only when M > 0, null
 /// pointers and alignment: the input pointer and row stride to
 /// `inputVectorBytes` (the width of one vector load), the fp8 output pointer
 /// and row stride to `outputVectorBytes` (the width of one fp8 store), the
@@ -133,6 +142,9 @@ inline Status checkQuantArgs(const char* fn, const QuantArgs& a, int inputVector
   if (a.scaleLd < a.scaleMinLd)
     return Status::error(StatusCode::kLdTooSmall, fn, "scale", "scale view ld is below its layout's minimum",
                          a.scaleLd, a.scaleMinLd);
+  const index_t xSpan = a.inputSpan == QuantArgs::kUnsetSpan ? stridedSpan(a.rows, a.cols, a.ldx) : a.inputSpan;
+  if (Status s = checkSpan(fn, "x", a.x, xSpan, a.inputBytes); !s) return s;
+  if (Status s = checkSpan(fn, "q", a.q, stridedSpan(a.rows, a.cols, a.ldq), 1); !s) return s;
   if (a.rows == 0 || a.cols == 0) return Status::ok();
   if (a.x == nullptr) return Status::error(StatusCode::kNullPointer, fn, "x", "null input with M > 0");
   if (a.q == nullptr) return Status::error(StatusCode::kNullPointer, fn, "q", "null fp8 output with M > 0");

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <new>
 #include <vector>
 
 #include "../numeric.hpp"
@@ -23,8 +25,9 @@ namespace reference {
 
 /// out(m, k) = round_In(sum over p = 0..W-1 of partials[p](m, k)), fp32 in
 /// rank order. partials[p]: [M, K] with row stride ldx; out: row stride
-/// ldOut. Errors: kInvalidValue ('partials' empty), kInvalidShape,
-/// kLdTooSmall, kNullPointer.
+/// ldOut. Errors: kInvalidValue ('partials' empty), kInvalidShape (negative
+/// extents; 'partials' / 'out' spanning more than 2^48 bytes), kLdTooSmall,
+/// kNullPointer.
 template <class In>
 Status allreduceSum(const std::vector<const In*>& partials, index_t rows, index_t cols, index_t ldx, In* out,
                     index_t ldOut) {
@@ -35,6 +38,10 @@ Status allreduceSum(const std::vector<const In*>& partials, index_t rows, index_
   if (ldx < cols) return Status::error(StatusCode::kLdTooSmall, fn, "ldx", "row stride is smaller than K", ldx, cols);
   if (ldOut < cols)
     return Status::error(StatusCode::kLdTooSmall, fn, "ldOut", "row stride is smaller than K", ldOut, cols);
+  const index_t bytes = static_cast<index_t>(sizeof(In));
+  for (const In* p : partials)
+    if (Status s = detail::checkSpan(fn, "partials", p, detail::stridedSpan(rows, cols, ldx), bytes); !s) return s;
+  if (Status s = detail::checkSpan(fn, "out", out, detail::stridedSpan(rows, cols, ldOut), bytes); !s) return s;
   if (rows == 0 || cols == 0) return Status::ok();
   for (const In* p : partials)
     if (p == nullptr) return Status::error(StatusCode::kNullPointer, fn, "partials", "null partial");
@@ -51,12 +58,32 @@ Status allreduceSum(const std::vector<const In*>& partials, index_t rows, index_
 /// The fused call on the host: allreduceSum of `partials` (row stride
 /// in.ldx), then rmsNormQuant with that sum as x (in.x is ignored; residual
 /// updated in place and normOut written when given, as there).
-/// Errors: as allreduceSum and rmsNormQuant.
+/// Errors: as allreduceSum and rmsNormQuant, all checked before any work
+/// (the epilogue's arguments with partials[0] standing for x), so nothing
+/// is allocated or written for a refused call; kInvalidShape ('M') when the
+/// M x K sum does not fit in host memory.
 template <class Format, class Rule, class In, class Layout>
 Status allreduceRmsNormQuant(const std::vector<const In*>& partials, const RmsNormQuantInput<In>& in,
                              Fp8Matrix<Format> q, ScaleView<float, Layout> scale, int groupSize,
                              float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
-  std::vector<In> reduced(static_cast<std::size_t>(in.rows > 0 && in.cols > 0 ? in.rows * in.cols : 0));
+  const char* fn = "reference::allreduceRmsNormQuant";
+  if (partials.empty()) return Status::error(StatusCode::kInvalidValue, fn, "partials", "no ranks");
+  RmsNormQuantInput<In> first = in;
+  first.x = partials[0];
+  float checkedFmax = 0.0f;
+  if (Status s = detail::checkRmsNormQuant(fn, first, q, scale, referenceOptions(groupSize, fmax, eps), checkedFmax);
+      !s)
+    return s;
+  // The sum's checks without an output yet: only its missing 'out' may fail.
+  if (Status s = allreduceSum(partials, in.rows, in.cols, in.ldx, static_cast<In*>(nullptr), in.cols);
+      !s && std::strcmp(s.argument(), "out") != 0)
+    return s;
+  std::vector<In> reduced;
+  try {
+    reduced.resize(static_cast<std::size_t>(in.rows * in.cols));  // checked: at most 2^48 bytes
+  } catch (const std::bad_alloc&) {
+    return Status::error(StatusCode::kInvalidShape, fn, "M", "the M x K sum does not fit in host memory", in.rows);
+  }
   if (Status s = allreduceSum(partials, in.rows, in.cols, in.ldx, reduced.data(), in.cols); !s) return s;
   RmsNormQuantInput<In> local = in;
   local.x = reduced.empty() ? nullptr : reduced.data();

@@ -33,15 +33,6 @@ constexpr double kFusedMaxUe8m0FlipFraction = 1e-4;
 constexpr double kSiluMaxScaleRel = 1.0 / (1 << 19);
 constexpr double kRmsNormMaxScaleRel = 1.0 / (1 << 16);
 
-/// The launcher options the references check their arguments with.
-inline QuantOptions referenceOptions(int groupSize, float fmax, float eps) {
-  QuantOptions opt;
-  opt.groupSize = groupSize;
-  opt.fmax = fmax;
-  opt.eps = eps;
-  return opt;
-}
-
 /// SiLU-clamp quant of `in` into q[M, I] and scale (M, I / groupSize).
 template <class Format, class Rule, class In, class Layout>
 Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
@@ -50,14 +41,15 @@ Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleVi
   float checkedFmax = 0.0f;
   if (Status s = detail::checkSiluClampQuant("reference::siluClampQuant", in, q, scale, opt, checkedFmax); !s)
     return s;
-  std::vector<float> a(static_cast<std::size_t>(in.intermediate));
+  std::vector<float> a(static_cast<std::size_t>(groupSize));  // one group: no allocation that grows with I
   for (index_t m = 0; m < in.rows; ++m) {
     const In* row = in.x + m * in.ldx;
-    for (index_t i = 0; i < in.intermediate; ++i)
-      a[i] = siluClamp(toFloat(row[i]), toFloat(row[in.intermediate + i]), in.limit);
-    for (index_t g = 0; g < in.intermediate / groupSize; ++g)
-      scale(m, g) = quantizeGroup<Format, Rule>(a.data() + g * groupSize, groupSize, &q(m, g * groupSize),
-                                                checkedFmax, eps);
+    for (index_t g = 0; g < in.intermediate / groupSize; ++g) {
+      const In* gate = row + g * groupSize;
+      const In* up = gate + in.intermediate;
+      for (int i = 0; i < groupSize; ++i) a[i] = siluClamp(toFloat(gate[i]), toFloat(up[i]), in.limit);
+      scale(m, g) = quantizeGroup<Format, Rule>(a.data(), groupSize, &q(m, g * groupSize), checkedFmax, eps);
+    }
   }
   zeroScalePadding(scale);
   return Status::ok();

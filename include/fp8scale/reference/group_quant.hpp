@@ -15,6 +15,7 @@
 #include "../numeric.hpp"
 #include "../scale_math.hpp"
 #include "../scale_view.hpp"
+#include "../spec/group_quant.hpp"
 #include "../status.hpp"
 
 namespace fp8scale {
@@ -32,6 +33,17 @@ float quantizeGroup(const float* v, int n, std::uint8_t* q, float fmax, float ep
   return s;
 }
 
+/// The launcher options the references check their arguments with, so that a
+/// reference refuses exactly what its launcher refuses, with the same message
+/// (the function named "reference::...").
+inline QuantOptions referenceOptions(int groupSize, float fmax, float eps) {
+  QuantOptions opt;
+  opt.groupSize = groupSize;
+  opt.fmax = fmax;
+  opt.eps = eps;
+  return opt;
+}
+
 /// Writes the padding slots [M, ld) of every column of a column-major view
 /// with 0 (writeScalePadding, as the producers do); nothing for other layouts.
 template <class Layout>
@@ -43,17 +55,22 @@ void zeroScalePadding(ScaleView<float, Layout> scale) {
 /// q[M, K] (row stride q.ld, bytes) and scale (M, K / groupSize) in any
 /// RowMajor / ColMajor layout. `InT` is float, BFloat16 or Float16.
 ///
-/// @param fmax  the largest magnitude after scaling: Format::kMax by default
-///              (some engines pass 224 on e4m3fnuz)
-/// @param eps   floor on amax (kDefaultAmaxEps)
-/// Errors: as detail::checkQuantArgs (no alignment demands on the host).
+/// @param fmax  the largest magnitude after scaling, in (0, Format::kMax]:
+///              Format::kMax by default, 0 selects it too (some engines pass
+///              224 on e4m3fnuz)
+/// @param eps   floor on amax (kDefaultAmaxEps), > 0
+/// Errors: exactly those of the groupQuant() launcher on the same matrix
+/// input (detail::checkGroupQuant: options, q's extents, spans, null
+/// pointers, 16-byte alignment of x and ldx, of q and ldq to one fp8 store),
+/// with the function named "reference::groupQuant".
 template <class Format, class Rule, class InT, class Layout>
 Status groupQuant(const InT* x, index_t M, index_t K, index_t ldx, int groupSize, Fp8Matrix<Format> q,
                   ScaleView<float, Layout> scale, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
-  const detail::QuantArgs a = detail::quantArgs(x, M, K, ldx, static_cast<int>(sizeof(InT)), q, scale, groupSize);
-  const Status s = detail::checkQuantArgs("reference::groupQuant", a, 1, 1);
+  float checkedFmax = 0.0f;
+  const Status s = detail::checkGroupQuant("reference::groupQuant", GroupQuantInput<InT>::matrix(x, M, K, ldx), q,
+                                           scale, referenceOptions(groupSize, fmax, eps), checkedFmax);
   if (!s) return s;
-  if (!(fmax > 0.0f)) return Status::error(StatusCode::kInvalidValue, "reference::groupQuant", "fmax", "must be > 0");
+  fmax = checkedFmax;
   std::vector<float> v(static_cast<std::size_t>(groupSize));
   for (index_t m = 0; m < M; ++m) {
     for (index_t g = 0; g < K / groupSize; ++g) {

@@ -58,6 +58,8 @@ Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8M
   if (Status s = checkProducerOptions<Format>(fn, opt, fmax); !s) return s;
   if (in.heads < 1) return Status::error(StatusCode::kInvalidShape, fn, "heads", "must be >= 1", in.heads);
   if (in.headDim < 0) return Status::error(StatusCode::kInvalidShape, fn, "headDim", "extent is negative", in.headDim);
+  if (spanMul(in.heads, in.headDim) < 0)
+    return Status::error(StatusCode::kInvalidShape, fn, "heads", "H * D spans more than 2^48 elements", in.heads);
   QuantArgs a = quantArgs(in.x, in.rows, in.cols(), in.tokenStride, static_cast<int>(sizeof(In)), q, scale,
                           opt.groupSize);
   if (in.heads > 1) {
@@ -74,6 +76,11 @@ Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8M
       return Status::error(StatusCode::kMisaligned, fn, "tokenStride",
                            "token stride in bytes is not a multiple of the 16-byte vector load", in.tokenStride, 16);
     a.ldx = a.cols;  // checked above; with free strides, rows may interleave
+    // Element (m, h, d) at m * tokenStride + h * headStride + d.
+    a.inputSpan = in.rows == 0 || in.headDim == 0
+                      ? 0
+                      : spanAdd(spanAdd(spanMul(in.rows - 1, in.tokenStride), spanMul(in.heads - 1, in.headStride)),
+                                in.headDim);
     if (in.cols() > kMaxHeadMajorCols)
       return Status::error(StatusCode::kInvalidShape, fn, "K", "H * D of a head-major input must be < 2^31",
                            in.cols(), kMaxHeadMajorCols);

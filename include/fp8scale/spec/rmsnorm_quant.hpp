@@ -92,9 +92,9 @@ Status checkRmsNormQuant(const char* fn, const RmsNormQuantInput<In>& in, const 
   if (in.weight == nullptr) return Status::error(StatusCode::kNullPointer, fn, "weight", "null weight with M > 0");
   if (Status s = checkAligned(fn, "weight", in.weight, 16); !s) return s;
   const index_t inBytes = static_cast<index_t>(sizeof(In));
-  if (Status s = checkOptionalRows(fn, "residual", "ldResidual", in.residual, in.ldResidual, in.cols, inBytes); !s)
+  if (Status s = checkOptionalRows(fn, "residual", "ldResidual", in.residual, in.rows, in.ldResidual, in.cols, inBytes); !s)
     return s;
-  if (Status s = checkOptionalRows(fn, "normOut", "ldNormOut", in.normOut, in.ldNormOut, in.cols, inBytes); !s)
+  if (Status s = checkOptionalRows(fn, "normOut", "ldNormOut", in.normOut, in.rows, in.ldNormOut, in.cols, inBytes); !s)
     return s;
   return Status::ok();
 }

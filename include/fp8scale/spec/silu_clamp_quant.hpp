@@ -66,6 +66,9 @@ Status checkSiluClampQuant(const char* fn, const SiluClampInput<In>& in, const F
   if (Status s = checkProducerOptions<Format>(fn, opt, fmax); !s) return s;
   if (in.intermediate < 0)
     return Status::error(StatusCode::kInvalidShape, fn, "intermediate", "extent is negative", in.intermediate);
+  if (spanMul(2, in.intermediate) < 0)
+    return Status::error(StatusCode::kInvalidShape, fn, "intermediate", "2 * I spans more than 2^48 elements",
+                         in.intermediate);
   if (in.ldx < 2 * in.intermediate)
     return Status::error(StatusCode::kLdTooSmall, fn, "ldx", "row stride is smaller than 2 * I", in.ldx,
                          2 * in.intermediate);
@@ -76,6 +79,7 @@ Status checkSiluClampQuant(const char* fn, const SiluClampInput<In>& in, const F
   QuantArgs a = quantArgs(in.x, in.rows, in.intermediate, in.ldx, static_cast<int>(sizeof(In)), q, scale,
                           opt.groupSize);
   a.colsName = "I";
+  a.inputSpan = stridedSpan(in.rows, 2 * in.intermediate, in.ldx);  // gate and up halves
   // The up half starts I elements in; I is a multiple of the group size (>= 32),
   // so it is as aligned as the gate half.
   return checkQuantArgs(fn, a, 16, kGroupTileStoreBytes<In>);
