@@ -132,10 +132,8 @@ Status planMaterialize(const char* fn, const ScaleView<T, SrcLayout>& src, T* ds
     return Status::ok();
   }
   if (dst == nullptr) return Status::error(StatusCode::kNullPointer, fn, "dst", "null destination for a relayout");
-  if (reinterpret_cast<std::uintptr_t>(dst) % alignof(T) != 0)
-    return Status::error(StatusCode::kMisaligned, fn, "dst", "pointer is not aligned to the element type",
-                         static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(dst) % alignof(T)),
-                         static_cast<std::int64_t>(alignof(T)));
+  if (Status s = checkAligned(fn, "dst", dst, static_cast<int>(alignof(T)), "pointer is not aligned to the element type"); !s)
+    return s;
   const auto* s0 = reinterpret_cast<const unsigned char*>(src.data());
   const auto* s1 = reinterpret_cast<const unsigned char*>(src.data() + src.requiredSpan());
   const auto* d0 = reinterpret_cast<const unsigned char*>(dst);

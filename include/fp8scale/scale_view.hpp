@@ -266,11 +266,10 @@ Result<ScaleView<T, Layout>> ScaleView<T, Layout>::make(T* data, index_t rows, i
   if (data == nullptr && addressesMemory)
     return Status::error(StatusCode::kNullPointer, "ScaleView::make", "data",
                          rows > 0 ? "null data for a non-empty view" : "null data for a view with padding slots");
-  if (reinterpret_cast<std::uintptr_t>(data) % alignof(T) != 0)
-    return Status::error(StatusCode::kMisaligned, "ScaleView::make", "data",
-                         "pointer is not aligned to the element type",
-                         static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(data) % alignof(T)),
-                         static_cast<std::int64_t>(alignof(T)));
+  if (Status s = detail::checkAligned("ScaleView::make", "data", data, static_cast<int>(alignof(T)),
+                                      "pointer is not aligned to the element type");
+      !s)
+    return s;
   return ScaleView(data, rows, cols, layout);
 }
 

@@ -19,19 +19,6 @@ FP8SCALE_HOST_DEVICE constexpr bool isSupportedGroupSize(int groupSize) {
 
 namespace detail {
 
-inline bool isAligned(const void* p, int bytes) {
-  return (reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes)) == 0;
-}
-
-/// kMisaligned naming `argument` when `p` is not a multiple of `bytes`; the
-/// status value is the pointer's offset past the last aligned address.
-inline Status checkAligned(const char* fn, const char* argument, const void* p, int bytes) {
-  if (bytes <= 1 || isAligned(p, bytes)) return Status::ok();
-  return Status::error(StatusCode::kMisaligned, fn, argument, "pointer is not aligned to the vector width",
-                       static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes)),
-                       bytes);
-}
-
 /// The scale options every quantizer takes (QuantOptions, WeightQuantOptions:
 /// fields fmax, eps, rule): fmax in (0, Format::kMax] (0 selects kMax, written
 /// to `fmax`), eps > 0, a known rule.

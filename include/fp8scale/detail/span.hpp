@@ -65,5 +65,21 @@ inline Status checkSpan(const char* fn, const char* argument, const void* p, ind
   return Status::ok();
 }
 
+inline bool isAligned(const void* p, int bytes) {
+  return (reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes)) == 0;
+}
+
+/// kMisaligned naming `argument` when `p` is not a multiple of `bytes`
+/// (the vector width of a load or store, or an element type's alignment,
+/// as `reason` says); the status value is the pointer's offset past the
+/// last aligned address, the limit `bytes`.
+inline Status checkAligned(const char* fn, const char* argument, const void* p, int bytes,
+                           const char* reason = "pointer is not aligned to the vector width") {
+  if (bytes <= 1 || isAligned(p, bytes)) return Status::ok();
+  return Status::error(StatusCode::kMisaligned, fn, argument, reason,
+                       static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes)),
+                       bytes);
+}
+
 }  // namespace detail
 }  // namespace fp8scale
