@@ -12,7 +12,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <new>
 #include <vector>
 
@@ -21,30 +20,47 @@
 #include "fused_quant.hpp"
 
 namespace fp8scale {
-namespace reference {
-
-/// out(m, k) = round_In(sum over p = 0..W-1 of partials[p](m, k)), fp32 in
-/// rank order. partials[p]: [M, K] with row stride ldx; out: row stride
-/// ldOut. Errors: kInvalidValue ('partials' empty), kInvalidShape (negative
-/// extents; 'partials' / 'out' spanning more than 2^48 bytes), kLdTooSmall,
-/// kNullPointer.
+namespace detail {
+/// The partial sums of an allreduce over [M, K] with row stride ldx, as
+/// allreduceSum and allreduceRmsNormQuant take them: at least one rank
+/// (kInvalidValue), non-negative extents (kInvalidShape 'M' / 'K'), ldx >= K
+/// (kLdTooSmall), each partial's span within checkSpan's bounds
+/// (kInvalidShape), and, when M > 0 and K > 0, no null partial
+/// (kNullPointer). Every error names 'partials' unless it names an extent.
 template <class In>
-Status allreduceSum(const std::vector<const In*>& partials, index_t rows, index_t cols, index_t ldx, In* out,
-                    index_t ldOut) {
-  const char* fn = "reference::allreduceSum";
+Status checkAllreducePartials(const char* fn, const std::vector<const In*>& partials, index_t rows, index_t cols,
+                              index_t ldx) {
   if (partials.empty()) return Status::error(StatusCode::kInvalidValue, fn, "partials", "no ranks");
   if (rows < 0) return Status::error(StatusCode::kInvalidShape, fn, "M", "extent is negative", rows);
   if (cols < 0) return Status::error(StatusCode::kInvalidShape, fn, "K", "extent is negative", cols);
   if (ldx < cols) return Status::error(StatusCode::kLdTooSmall, fn, "ldx", "row stride is smaller than K", ldx, cols);
-  if (ldOut < cols)
-    return Status::error(StatusCode::kLdTooSmall, fn, "ldOut", "row stride is smaller than K", ldOut, cols);
   const index_t bytes = static_cast<index_t>(sizeof(In));
   for (const In* p : partials)
-    if (Status s = detail::checkSpan(fn, "partials", p, detail::stridedSpan(rows, cols, ldx), bytes); !s) return s;
-  if (Status s = detail::checkSpan(fn, "out", out, detail::stridedSpan(rows, cols, ldOut), bytes); !s) return s;
+    if (Status s = checkSpan(fn, "partials", p, stridedSpan(rows, cols, ldx), bytes); !s) return s;
   if (rows == 0 || cols == 0) return Status::ok();
   for (const In* p : partials)
     if (p == nullptr) return Status::error(StatusCode::kNullPointer, fn, "partials", "null partial");
+  return Status::ok();
+}
+}  // namespace detail
+
+namespace reference {
+
+
+/// out(m, k) = round_In(sum over p = 0..W-1 of partials[p](m, k)), fp32 in
+/// rank order. partials[p]: [M, K] with row stride ldx; out: row stride
+/// ldOut. Errors: detail::checkAllreducePartials's, then kLdTooSmall
+/// ('ldOut' < K), kInvalidShape ('out' spanning more than 2^48 bytes) and
+/// kNullPointer ('out' null with M > 0 and K > 0).
+template <class In>
+Status allreduceSum(const std::vector<const In*>& partials, index_t rows, index_t cols, index_t ldx, In* out,
+                    index_t ldOut) {
+  const char* fn = "reference::allreduceSum";
+  if (Status s = detail::checkAllreducePartials(fn, partials, rows, cols, ldx); !s) return s;
+  if (ldOut < cols)
+    return Status::error(StatusCode::kLdTooSmall, fn, "ldOut", "row stride is smaller than K", ldOut, cols);
+  if (Status s = detail::checkSpan(fn, "out", out, detail::stridedSpan(rows, cols, ldOut), sizeof(In)); !s) return s;
+  if (rows == 0 || cols == 0) return Status::ok();
   if (out == nullptr) return Status::error(StatusCode::kNullPointer, fn, "out", "null output");
   for (index_t m = 0; m < rows; ++m)
     for (index_t k = 0; k < cols; ++k) {
@@ -74,10 +90,7 @@ Status allreduceRmsNormQuant(const std::vector<const In*>& partials, const RmsNo
   if (Status s = detail::checkRmsNormQuant(fn, first, q, scale, referenceOptions(groupSize, fmax, eps), checkedFmax);
       !s)
     return s;
-  // The sum's checks without an output yet: only its missing 'out' may fail.
-  if (Status s = allreduceSum(partials, in.rows, in.cols, in.ldx, static_cast<In*>(nullptr), in.cols);
-      !s && std::strcmp(s.argument(), "out") != 0)
-    return s;
+  if (Status s = detail::checkAllreducePartials(fn, partials, in.rows, in.cols, in.ldx); !s) return s;
   std::vector<In> reduced;
   try {
     reduced.resize(static_cast<std::size_t>(in.rows * in.cols));  // checked: at most 2^48 bytes
