@@ -252,7 +252,8 @@ FP8SCALE_GLOBAL void __launch_bounds__(MaterializePolicy::kThreads)
 /// arguments, same result view, same no-op rules (no launch when the bytes
 /// already are ColMajor{ld}: the returned view then holds src's pointer).
 /// Asynchronous on `stream`; `dst` must be device memory of G * ld elements.
-/// Errors as materializeHost, plus kInvalidShape ('cols') past the grid limit
+/// Errors as materializeHost, plus kInvalidShape past the grid limits
+/// ('cols': more than 65535 x 32 groups; 'ld': more than 2^31 - 1 row tiles)
 /// and kDeviceError when the launch fails.
 template <class T, class SrcLayout>
 Result<ScaleView<T, ColMajor>> materialize(ScaleView<T, SrcLayout> src, T* dst, index_t ld, Stream stream) {

@@ -273,16 +273,20 @@ Result<ScaleView<T, Layout>> ScaleView<T, Layout>::make(T* data, index_t rows, i
   return ScaleView(data, rows, cols, layout);
 }
 
+/// The `ld` argument of rowMajorView() / colMajorView() that selects the
+/// contiguous default (G, or M). Any other negative ld is refused by make().
+constexpr index_t kDefaultLd = -1;
+
 /// Row-major (M, G) view; ld defaults to G (contiguous).
 template <class T>
-Result<ScaleView<T, RowMajor>> rowMajorView(T* data, index_t rows, index_t cols, index_t ld = -1) {
-  return ScaleView<T, RowMajor>::make(data, rows, cols, RowMajor{ld < 0 ? cols : ld});
+Result<ScaleView<T, RowMajor>> rowMajorView(T* data, index_t rows, index_t cols, index_t ld = kDefaultLd) {
+  return ScaleView<T, RowMajor>::make(data, rows, cols, RowMajor{ld == kDefaultLd ? cols : ld});
 }
 
 /// Column-major (M, G) view, physical [G][ld]; ld defaults to M.
 template <class T>
-Result<ScaleView<T, ColMajor>> colMajorView(T* data, index_t rows, index_t cols, index_t ld = -1) {
-  return ScaleView<T, ColMajor>::make(data, rows, cols, ColMajor{ld < 0 ? rows : ld});
+Result<ScaleView<T, ColMajor>> colMajorView(T* data, index_t rows, index_t cols, index_t ld = kDefaultLd) {
+  return ScaleView<T, ColMajor>::make(data, rows, cols, ColMajor{ld == kDefaultLd ? rows : ld});
 }
 
 /// "P1": a contiguous (M, G) tensor whose bytes a producer wrote transposed.

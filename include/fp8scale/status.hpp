@@ -1,10 +1,11 @@
 // fp8scale: the status every launcher returns, and Result<T> for launchers that
-// hand back a view. A status names the argument that was wrong, so a caller's
-// log line reads "fp8scale: materialize: argument 'ld' (4): ld is smaller than
-// the number of rows (5)".
+// hand back a view. A status names the function and the argument that was
+// wrong, so a caller's log line reads "fp8scale::materialize: argument 'ld' =
+// 4: must be >= the view's rows (limit 5) [kLdTooSmall]".
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -49,6 +50,16 @@ class Status {
     return s;
   }
 
+  /// As error(), for a floating-point argument (fmax, eps, normEps, limit):
+  /// message() prints `value` as a float; value() is 0.
+  static Status errorFloat(StatusCode code, const char* function, const char* argument, const char* reason,
+                           float value) {
+    Status s = error(code, function, argument, reason);
+    s.floatValue_ = value;
+    s.hasFloatValue_ = true;
+    return s;
+  }
+
   static Status fromDevice(const char* function, DeviceError e) {
     Status s = error(StatusCode::kDeviceError, function, "", deviceErrorString(e));
     s.value_ = static_cast<std::int64_t>(e);
@@ -63,6 +74,9 @@ class Status {
   constexpr const char* reason() const { return reason_; }
   constexpr std::int64_t value() const { return value_; }
   constexpr std::int64_t limit() const { return limit_; }
+  /// The offending value of an errorFloat() status (hasFloatValue()).
+  constexpr float floatValue() const { return floatValue_; }
+  constexpr bool hasFloatValue() const { return hasFloatValue_; }
 
   /// One line for logs, e.g.
   /// "fp8scale::materialize: argument 'ld' = 4: ld is smaller than rows (limit 5) [kLdTooSmall]".
@@ -75,7 +89,13 @@ class Status {
       m += "argument '";
       m += argument_;
       m += "' = ";
-      m += std::to_string(value_);
+      if (hasFloatValue_) {
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(floatValue_));
+        m += buf;
+      } else {
+        m += std::to_string(value_);
+      }
       m += ": ";
     }
     m += reason_;
@@ -97,6 +117,8 @@ class Status {
   const char* reason_ = "";
   std::int64_t value_ = 0;
   std::int64_t limit_ = 0;
+  float floatValue_ = 0.0f;
+  bool hasFloatValue_ = false;
 };
 
 inline const char* statusCodeName(StatusCode c) {

@@ -12,8 +12,10 @@
 
 #include "fp8scale/layout_policy.hpp"
 #include "fp8scale/reference/allreduce_fused.hpp"
+#include "fp8scale/reference/block_scaled_gemm.hpp"
 #include "fp8scale/reference/fused_quant.hpp"
 #include "fp8scale/reference/group_quant.hpp"
+#include "fp8scale/spec/group_quant.hpp"
 
 namespace fp8scale {
 namespace {
@@ -105,8 +107,12 @@ TEST(BadInput, ReferencesRefuseTheOptionsTheLaunchersRefuse) {
   Status st = group(500.0f, kDefaultAmaxEps);
   expectRefused(st, StatusCode::kInvalidValue, "fmax");
   EXPECT_EQ(st.message(),
-            "fp8scale::reference::groupQuant: argument 'fmax' = 0: must be in (0, format max] (448 e4m3fn, 240 "
+            "fp8scale::reference::groupQuant: argument 'fmax' = 500: must be in (0, format max] (448 e4m3fn, 240 "
             "e4m3fnuz) [kInvalidValue]");
+  // Floating-point arguments print their value: -1, not 0.
+  EXPECT_EQ(group(448.0f, -1.0f).message(),
+            "fp8scale::reference::groupQuant: argument 'eps' = -1: must be > 0 [kInvalidValue]");
+  EXPECT_EQ(group(448.0f, -1.0f).floatValue(), -1.0f);
   expectRefused(group(-1.0f, kDefaultAmaxEps), StatusCode::kInvalidValue, "fmax");
   expectRefused(group(448.0f, 0.0f), StatusCode::kInvalidValue, "eps");
   // e4m3fnuz's max is 240: 448 is above it.
@@ -125,6 +131,134 @@ TEST(BadInput, ReferencesRefuseTheOptionsTheLaunchersRefuse) {
   expectRefused(reference::rmsNormQuant<E4M3FN, ScaleFp32>(
                     RmsNormQuantInput<float>::matrix(b.x.data(), 2, 128, 128, w.data()), b.qm, b.sv, 128, 500.0f),
                 StatusCode::kInvalidValue, "fmax");
+}
+
+// Found by tests/fuzz/fuzz_reference.cpp.
+TEST(BadInput, EpsWhoseSmallestScaleIsSubnormalIsRefused) {
+  GroupQuantBuffers b;
+  for (float& v : b.x) v = 0.0f;
+  // eps / fmax = 1e-45 / 448 rounds to 0: the all-zero groups would get
+  // scale 0, 1 / scale = inf and the code of 0 * inf, a NaN.
+  const Status st = reference::groupQuant<E4M3FN, ScaleFp32>(b.x.data(), 2, 128, 128, 128, b.qm, b.sv, 0.0f, 1e-45f);
+  expectRefused(st, StatusCode::kInvalidValue, "eps");
+  EXPECT_NE(st.message().find("2^-126"), std::string::npos) << st.message();
+  // The smallest accepted eps gives a normal scale and zero codes.
+  const float eps = 448.0f * 1.17549435e-38f;
+  const Status ok = reference::groupQuant<E4M3FN, ScaleFp32>(b.x.data(), 2, 128, 128, 128, b.qm, b.sv, 0.0f, eps);
+  ASSERT_TRUE(ok.isOk()) << ok.message();
+  EXPECT_EQ(b.s[0], eps / 448.0f);
+  EXPECT_EQ(b.q[0], 0);
+}
+
+// Found by tests/fuzz/fuzz_reference.cpp: a matrix input of negative K was
+// refused naming 'headDim', an argument the caller never passed.
+TEST(BadInput, GroupQuantNamesTheColumnsOfAMatrixInputK) {
+  GroupQuantBuffers b;
+  expectRefused(reference::groupQuant<E4M3FN, ScaleFp32>(b.x.data(), 2, -2, 128, 128, b.qm, b.sv),
+                StatusCode::kInvalidShape, "K");
+}
+
+// Found by tests/fuzz/fuzz_reference.cpp (UndefinedBehaviorSanitizer: an
+// offset applied to the null x of an I == 0 call, which has no work).
+TEST(BadInput, SiluClampWithNoColumnsTouchesNoInput) {
+  std::vector<float> s(1, -1.0f);
+  const auto view = rowMajorView(s.data(), 3, 0).value();
+  const Status st = reference::siluClampQuant<E4M3FN, ScaleFp32>(SiluClampInput<float>{nullptr, 3, 0, 16, 0.0f},
+                                                                  Fp8Matrix<E4M3FN>{nullptr, 3, 0, 16}, view, 128);
+  EXPECT_TRUE(st.isOk()) << st.message();
+  EXPECT_EQ(s[0], -1.0f);
+}
+
+// Found by tests/fuzz/fuzz_launch_checks.cpp (UndefinedBehaviorSanitizer:
+// the alignment test multiplied a head stride near 2^62 by the element
+// size). The strides of a head-major input are bounded only by the span of
+// x, which is checked after them.
+TEST(BadInput, HugeHeadStridesAreCheckedWithoutOverflow) {
+  std::vector<std::uint8_t> q(2 * 256);
+  std::vector<float> s(2 * 2);
+  const auto* x = reinterpret_cast<const BFloat16*>(std::uintptr_t{1} << 32);
+  const auto check = [&](index_t tokenStride, index_t headStride) {
+    float fmax = 0.0f;
+    return detail::checkGroupQuant("groupQuant",
+                                   GroupQuantInput<BFloat16>::headMajor(x, 2, 2, 128, tokenStride, headStride),
+                                   Fp8Matrix<E4M3FN>{q.data(), 2, 256, 256}, rowMajorView(s.data(), 2, 2).value(),
+                                   QuantOptions{}, fmax);
+  };
+  // 2^62 + 8 elements: a whole number of 16-byte vectors, but x then spans
+  // far more than 2^48 bytes.
+  expectRefused(check(256, kTwoTo(62) + 8), StatusCode::kInvalidShape, "x");
+  expectRefused(check(kTwoTo(62) + 8, 128), StatusCode::kInvalidShape, "x");
+  // 2^62 + 1 elements: not a whole number of vectors.
+  expectRefused(check(256, kTwoTo(62) + 1), StatusCode::kMisaligned, "headStride");
+  expectRefused(check(kTwoTo(62) + 1, 128), StatusCode::kMisaligned, "tokenStride");
+  EXPECT_TRUE(check(256, 128).isOk());
+}
+
+// Found by tests/fuzz/fuzz_launch_checks.cpp (UndefinedBehaviorSanitizer:
+// ceil(N / 128) was (N + 127) / 128, which wraps for N near 2^63).
+TEST(BadInput, WeightScaleRowsOfAHugeNDoNotWrap) {
+  EXPECT_EQ(weightScaleRows(INT64_MAX), INT64_MAX / 128 + 1);
+  EXPECT_EQ(weightScaleRows(129), 2);
+  EXPECT_EQ(weightScaleRows(128), 1);
+  EXPECT_EQ(weightScaleRows(0), 0);
+  std::vector<std::uint8_t> q(128);
+  std::vector<float> s(4);
+  const WeightQuantInput<BFloat16> w{reinterpret_cast<const BFloat16*>(std::uintptr_t{1} << 32), INT64_MAX, 128, 128};
+  float fmax = 0.0f;
+  const auto scale = ScaleView<float, RowMajor>::fromValidated(s.data(), weightScaleRows(INT64_MAX), 1, RowMajor{4});
+  expectRefused(detail::checkWeightBlockQuant("weightBlockQuant", w, Fp8Matrix<E4M3FN>{q.data(), INT64_MAX, 128, 128},
+                                              scale, WeightQuantOptions{}, fmax, 16, 8),
+                StatusCode::kInvalidShape, "w");
+}
+
+TEST(BadInput, RmsNormWeightPastTheEndOfTheAddressSpaceIsRefused) {
+  // K = 4096 fp32 weights (16 KiB) starting 4 KiB below the top.
+  std::vector<float> x(2 * 4096, 1.0f), scales(2 * 32);
+  std::vector<std::uint8_t> q(2 * 4096);
+  const auto* weight = reinterpret_cast<const float*>(UINTPTR_MAX - 4095);
+  expectRefused(reference::rmsNormQuant<E4M3FN, ScaleFp32>(
+                    RmsNormQuantInput<float>::matrix(x.data(), 2, 4096, 4096, weight),
+                    Fp8Matrix<E4M3FN>{q.data(), 2, 4096, 4096}, rowMajorView(scales.data(), 2, 32).value(), 128),
+                StatusCode::kInvalidShape, "weight");
+}
+
+// A negative ld other than kDefaultLd (-1) is a mistake, not a request for
+// the default: the factories pass it to make(), which refuses it.
+TEST(BadInput, FactoriesRefuseANegativeLdOtherThanTheDefault) {
+  std::vector<float> buf(8);
+  EXPECT_EQ(rowMajorView(buf.data(), 2, 4).value().ld(), 4);
+  EXPECT_EQ(colMajorView(buf.data(), 2, 4).value().ld(), 2);
+  expectRefused(rowMajorView(buf.data(), 2, 4, -5).status(), StatusCode::kLdTooSmall, "ld");
+  expectRefused(colMajorView(buf.data(), 2, 4, -2).status(), StatusCode::kLdTooSmall, "ld");
+}
+
+TEST(BadInput, BlockScaledGemmReferenceChecksItsOperands) {
+  std::vector<std::uint8_t> xq(2 * 128), wq(16 * 128);
+  std::vector<float> xs(2), ws(4);
+  const QuantizedTensor<E4M3FN, RowMajor> x{{xq.data(), 2, 128, 128}, rowMajorView(xs.data(), 2, 1).value(), 128};
+  const BlockQuantizedWeight<E4M3FN> w{{wq.data(), 16, 128, 128}, rowMajorView(ws.data(), 1, 1, 4).value()};
+  std::vector<double> y;
+  ASSERT_TRUE(reference::blockScaledGemm(x, w, y).isOk());
+  EXPECT_EQ(y.size(), 2u * 16u);
+  auto bad = x;
+  bad.data.rows = -1;
+  expectRefused(reference::blockScaledGemm(bad, w, y), StatusCode::kInvalidShape, "M");
+  bad = x;
+  bad.data.ld = 64;
+  expectRefused(reference::blockScaledGemm(bad, w, y), StatusCode::kLdTooSmall, "x.data.ld");
+  bad = x;
+  bad.data.data = nullptr;
+  expectRefused(reference::blockScaledGemm(bad, w, y), StatusCode::kNullPointer, "x.data");
+  auto wide = w;
+  wide.data.ld = kTwoTo(60);
+  expectRefused(reference::blockScaledGemm(x, wide, y), StatusCode::kInvalidShape, "w.data");
+  // The extents error reports the extent that differs: the columns here.
+  bad = x;
+  bad.scale = rowMajorView(xs.data(), 2, 0).value();
+  const Status st = reference::blockScaledGemm(bad, w, y);
+  expectRefused(st, StatusCode::kInvalidShape, "x.scale");
+  EXPECT_EQ(st.value(), 0);
+  EXPECT_EQ(st.limit(), 1);
 }
 
 TEST(BadInput, ReferencesRefuseShapesBeyondTheAddressSpace) {
@@ -170,8 +304,8 @@ TEST(BadInput, AllreduceReferencesCheckBeforeAllocating) {
   expectRefused(reference::allreduceSum<float>({a.data(), c.data()}, 2, 2, 2, out.data(), kTwoTo(60)),
                 StatusCode::kInvalidShape, "out");
   // The fused reference sized its M x K sum before any check: with these
-  // extents it allocated 2^60 elements and died. Now its epilogue's checks
-  // run first (partials[0] standing for x).
+  // extents it allocated 2^60 elements and died. Now the partials are
+  // checked first (their span names them), then the epilogue's arguments.
   GroupQuantBuffers b;
   std::vector<float> w(128, 1.0f);
   const auto hugeScale = ScaleView<float, RowMajor>::fromValidated(b.s.data(), huge, 1, RowMajor{1});
@@ -179,7 +313,12 @@ TEST(BadInput, AllreduceReferencesCheckBeforeAllocating) {
   expectRefused(reference::allreduceRmsNormQuant<E4M3FN, ScaleFp32>(
                     {b.x.data(), b.x.data()}, RmsNormQuantInput<float>::matrix(nullptr, huge, 128, 128, w.data()),
                     hugeQ, hugeScale, 128),
-                StatusCode::kInvalidShape, "x");
+                StatusCode::kInvalidShape, "partials");
+  // A null first partial is named as such, not as the epilogue's x.
+  expectRefused(reference::allreduceRmsNormQuant<E4M3FN, ScaleFp32>(
+                    {nullptr, b.x.data()}, RmsNormQuantInput<float>::matrix(nullptr, 2, 128, 128, w.data()), b.qm,
+                    b.sv, 128),
+                StatusCode::kNullPointer, "partials");
   const Status nullPartial = reference::allreduceRmsNormQuant<E4M3FN, ScaleFp32>(
       {b.x.data(), nullptr}, RmsNormQuantInput<float>::matrix(nullptr, 2, 128, 128, w.data()), b.qm, b.sv, 128);
   expectRefused(nullPartial, StatusCode::kNullPointer, "partials");

@@ -226,8 +226,9 @@ Status checkAllreduceShape(const char* fn, AllreduceAlgorithm algo, int world, i
                            "two-stage needs K to split into world chunks of whole 16-byte vectors", cols,
                            kVE * world);
   }
+  const index_t messageBytes = spanMul(spanMul(rows, cols), static_cast<index_t>(sizeof(In)));  // -1: > 2^48
   if ((algo == AllreduceAlgorithm::kTwoStage || staged) &&
-      rows * cols * static_cast<index_t>(sizeof(In)) > static_cast<index_t>(bufferBytes))
+      (messageBytes < 0 || messageBytes > static_cast<index_t>(bufferBytes)))
     return Status::error(StatusCode::kInvalidShape, fn, "M",
                          "message larger than the communicator's scratch buffer (use the fallback)", rows,
                          static_cast<std::int64_t>(bufferBytes));
@@ -324,6 +325,10 @@ Status allreduceSum(const AllreduceCommunicator& comm, const In* x, index_t rows
   if (ldx < cols) return Status::error(StatusCode::kLdTooSmall, fn, "ldx", "row stride is smaller than K", ldx, cols);
   if (ldOut < cols)
     return Status::error(StatusCode::kLdTooSmall, fn, "ldOut", "row stride is smaller than K", ldOut, cols);
+  // The spans first: they bound M * K, which the algorithm choice multiplies.
+  const index_t inBytes = static_cast<index_t>(sizeof(In));
+  if (Status s = detail::checkSpan(fn, "x", x, detail::stridedSpan(rows, cols, ldx), inBytes); !s) return s;
+  if (Status s = detail::checkSpan(fn, "out", out, detail::stridedSpan(rows, cols, ldOut), inBytes); !s) return s;
   const AllreduceAlgorithm algo = chooseAllreduceAlgorithm(algorithm, comm.world(), rows, cols,
                                                            static_cast<int>(sizeof(In)), comm.options().oneStageMaxBytes);
   if (Status s = detail::checkAllreduceShape<In>(fn, algo, comm.world(), rows, cols, comm.bufferBytes(), false); !s)
@@ -333,8 +338,11 @@ Status allreduceSum(const AllreduceCommunicator& comm, const In* x, index_t rows
   if (out == nullptr) return Status::error(StatusCode::kNullPointer, fn, "out", "null output with M > 0");
   if (Status s = detail::checkAligned(fn, "x", x, 16); !s) return s;
   if (Status s = detail::checkAligned(fn, "out", out, 16); !s) return s;
-  if ((ldx * static_cast<index_t>(sizeof(In))) % 16 != 0 || (ldOut * static_cast<index_t>(sizeof(In))) % 16 != 0)
-    return Status::error(StatusCode::kMisaligned, fn, "ldx", "row strides must be multiples of 16 bytes", ldx, 16);
+  if (!detail::isWholeVectors(ldx, inBytes, 16))
+    return Status::error(StatusCode::kMisaligned, fn, "ldx", "row stride in bytes is not a multiple of 16", ldx, 16);
+  if (!detail::isWholeVectors(ldOut, inBytes, 16))
+    return Status::error(StatusCode::kMisaligned, fn, "ldOut", "row stride in bytes is not a multiple of 16", ldOut,
+                         16);
   detail::AllreduceSources<In> src;
   if (Status s = detail::allreduceSources(fn, comm, x, rows, cols, ldx, src); !s) return s;
   if (algo == AllreduceAlgorithm::kTwoStage)

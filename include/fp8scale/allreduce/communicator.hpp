@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "../detail/span.hpp"
 #include "../platform.hpp"
 #include "../status.hpp"
 #include "signal.hpp"
@@ -99,8 +100,8 @@ constexpr AllreduceAlgorithm chooseAllreduceAlgorithm(AllreduceAlgorithm request
                                                       index_t cols, int inputBytes, std::size_t oneStageMaxBytes) {
   if (requested != AllreduceAlgorithm::kAuto) return requested;
   if (world <= 1) return AllreduceAlgorithm::kOneStage;
-  const index_t bytes = rows * cols * inputBytes;
-  if (bytes <= static_cast<index_t>(oneStageMaxBytes)) return AllreduceAlgorithm::kOneStage;
+  const index_t bytes = detail::spanMul(detail::spanMul(rows, cols), inputBytes);  // -1: beyond 2^48, or negative
+  if (bytes >= 0 && bytes <= static_cast<index_t>(oneStageMaxBytes)) return AllreduceAlgorithm::kOneStage;
   const index_t vecElems = 16 / inputBytes;
   return cols % (world * vecElems) == 0 ? AllreduceAlgorithm::kTwoStage : AllreduceAlgorithm::kOneStage;
 }

@@ -195,12 +195,14 @@ class CublasLtBlockGemm {
   ///             16-byte multiple); OutT is BFloat16 or float.
   /// Pointers x.data, x.scale, w.data, w.scale and y must be 16-byte aligned.
   /// M == 0 (or N == 0) enqueues nothing and succeeds.
-  /// Errors, before anything is enqueued: kInvalidValue ('x' / 'w': not
-  /// e4m3fn; 'this': not created), kUnsupportedGroupSize ('x.groupSize'),
+  /// Errors, before anything is enqueued: kInvalidValue ('x': the operands,
+  /// which share one Format, are not e4m3fn; 'this': not created),
+  /// kUnsupportedGroupSize ('x.groupSize'),
   /// kInvalidShape ('K' not a positive multiple of 128, 'N' not a multiple of
   /// 16, 'w' K mismatch, 'x.scale' / 'w.scale' extents or ld), kLdTooSmall and
   /// kMisaligned ('x.ld', 'w.ld', 'ldy' and the pointers by name),
-  /// kNullPointer. cuBLAS failures: kDeviceError whose reason is the
+  /// kInvalidShape ('x', 'w', 'y': a span beyond 2^48 bytes or the end of
+  /// the address space), kNullPointer. cuBLAS failures: kDeviceError whose reason is the
   /// cublasStatus_t name and whose function names the cuBLASLt call.
   template <class OutT, class Format, class Layout>
   Status run(const QuantizedTensor<Format, Layout>& x, const BlockQuantizedWeight<Format>& w, OutT* y, index_t ldy,
@@ -289,8 +291,10 @@ class CublasLtBlockGemm {
       return Status::error(StatusCode::kUnsupportedGroupSize, fn, "x.groupSize",
                            "VEC128_32F scales cover groups of 128", x.groupSize, kWeightBlock);
     const index_t M = x.data.rows, K = x.data.cols, N = w.data.rows;
-    const index_t rowsPadded = alignUp(M, 4);
     if (M < 0) return Status::error(StatusCode::kInvalidShape, fn, "M", "extent is negative", M);
+    if (M > detail::kMaxSpanBytes)
+      return Status::error(StatusCode::kInvalidShape, fn, "M", "more than 2^48 rows", M, detail::kMaxSpanBytes);
+    const index_t rowsPadded = alignUp(M, 4);
     if (K <= 0 || K % kWeightBlock != 0)
       return Status::error(StatusCode::kInvalidShape, fn, "K", "not a positive multiple of 128", K, kWeightBlock);
     if (w.data.cols != K)
@@ -324,9 +328,13 @@ class CublasLtBlockGemm {
       return Status::error(StatusCode::kMisaligned, fn, "w.ld", "fp8 row stride is not a multiple of 16 bytes",
                            w.data.ld, 16);
     if (ldy < N) return Status::error(StatusCode::kLdTooSmall, fn, "ldy", "output row stride is smaller than N", ldy, N);
-    if ((ldy * static_cast<index_t>(sizeof(OutT))) % 16 != 0)
-      return Status::error(StatusCode::kMisaligned, fn, "ldy", "output row stride in bytes is not a multiple of 16",
-                           ldy * static_cast<index_t>(sizeof(OutT)), 16);
+    if (!detail::isWholeVectors(ldy, sizeof(OutT), 16))
+      return Status::error(StatusCode::kMisaligned, fn, "ldy",
+                           "output row stride (elements) is not a whole number of 16 bytes", ldy, 16);
+    if (Status s = detail::checkSpan(fn, "x", x.data.data, detail::stridedSpan(M, K, x.data.ld), 1); !s) return s;
+    if (Status s = detail::checkSpan(fn, "w", w.data.data, detail::stridedSpan(N, K, w.data.ld), 1); !s) return s;
+    if (Status s = detail::checkSpan(fn, "y", y, detail::stridedSpan(rowsPadded, N, ldy), sizeof(OutT)); !s)
+      return s;
     if (M == 0 || N == 0) return Status::ok();
     if (x.data.data == nullptr) return Status::error(StatusCode::kNullPointer, fn, "x", "null fp8 activation");
     if (x.scale.data() == nullptr) return Status::error(StatusCode::kNullPointer, fn, "x.scale", "null activation scales");

@@ -19,15 +19,25 @@ FP8SCALE_HOST_DEVICE constexpr bool isSupportedGroupSize(int groupSize) {
 
 namespace detail {
 
+/// 2^-126, the smallest normal fp32 value: the floor of eps / fmax.
+constexpr float kMinNormalFloat = 1.17549435e-38f;
+
 /// The scale options every quantizer takes (QuantOptions, WeightQuantOptions:
 /// fields fmax, eps, rule): fmax in (0, Format::kMax] (0 selects kMax, written
-/// to `fmax`), eps > 0, a known rule.
+/// to `fmax`), eps > 0 with eps / fmax >= 2^-126 (a normal smallest scale,
+/// whose inverse is finite), a known rule.
 template <class Format, class Options>
 inline Status checkQuantOptions(const char* fn, const Options& o, float& fmax) {
   fmax = o.fmax == 0.0f ? Format::kMax : o.fmax;
   if (!(fmax > 0.0f) || fmax > Format::kMax)
-    return Status::error(StatusCode::kInvalidValue, fn, "fmax", "must be in (0, format max] (448 e4m3fn, 240 e4m3fnuz)");
-  if (!(o.eps > 0.0f)) return Status::error(StatusCode::kInvalidValue, fn, "eps", "must be > 0");
+    return Status::errorFloat(StatusCode::kInvalidValue, fn, "fmax",
+                              "must be in (0, format max] (448 e4m3fn, 240 e4m3fnuz)", o.fmax);
+  if (!(o.eps > 0.0f)) return Status::errorFloat(StatusCode::kInvalidValue, fn, "eps", "must be > 0", o.eps);
+  // The smallest scale is eps / fmax; below 2^-126 its inverse can overflow
+  // to inf and an all-zero group would encode 0 * inf = NaN.
+  if (!(o.eps / fmax >= kMinNormalFloat))
+    return Status::errorFloat(StatusCode::kInvalidValue, fn, "eps",
+                              "eps / fmax must be at least 2^-126 (the smallest normal fp32 scale)", o.eps);
   if (o.rule != ScaleRule::kFp32 && o.rule != ScaleRule::kUE8M0)
     return Status::error(StatusCode::kInvalidValue, fn, "rule", "unknown scale rule", static_cast<int>(o.rule));
   return Status::ok();
@@ -43,7 +53,7 @@ inline Status checkOptionalRows(const char* fn, const char* name, const char* ld
   if (ld < cols) return Status::error(StatusCode::kLdTooSmall, fn, ldName, "row stride is smaller than K", ld, cols);
   if (Status s = checkSpan(fn, name, p, stridedSpan(rows, cols, ld), elementBytes); !s) return s;
   if (Status s = checkAligned(fn, name, p, 16); !s) return s;
-  if ((ld * elementBytes) % 16 != 0)
+  if (!isWholeVectors(ld, elementBytes, 16))
     return Status::error(StatusCode::kMisaligned, fn, ldName, "row stride in bytes is not a multiple of 16", ld, 16);
   return Status::ok();
 }
@@ -137,9 +147,9 @@ inline Status checkQuantArgs(const char* fn, const QuantArgs& a, int inputVector
   if (a.q == nullptr) return Status::error(StatusCode::kNullPointer, fn, "q", "null fp8 output with M > 0");
   if (a.scale == nullptr) return Status::error(StatusCode::kNullPointer, fn, "scale", "null scale output with M > 0");
   if (Status s = checkAligned(fn, "x", a.x, inputVectorBytes); !s) return s;
-  if ((a.ldx * a.inputBytes) % inputVectorBytes != 0)
+  if (!isWholeVectors(a.ldx, a.inputBytes, inputVectorBytes))
     return Status::error(StatusCode::kMisaligned, fn, "ldx",
-                         "input row stride in bytes is not a multiple of the vector load width", a.ldx * a.inputBytes,
+                         "input row stride (elements) is not a whole number of vector loads (bytes)", a.ldx,
                          inputVectorBytes);
   if (Status s = checkAligned(fn, "q", a.q, outputVectorBytes); !s) return s;
   if (a.ldq % outputVectorBytes != 0)

@@ -65,6 +65,13 @@ inline Status checkSpan(const char* fn, const char* argument, const void* p, ind
   return Status::ok();
 }
 
+/// Whether `count` elements of `elementBytes` bytes (count >= 0, any size)
+/// are a whole number of `vectorBytes`-byte vectors, without forming the
+/// product (a stride only bounded by its buffer's span can be near 2^63).
+FP8SCALE_HOST_DEVICE constexpr bool isWholeVectors(index_t count, index_t elementBytes, int vectorBytes) {
+  return (count % vectorBytes) * elementBytes % vectorBytes == 0;
+}
+
 inline bool isAligned(const void* p, int bytes) {
   return (reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes)) == 0;
 }

@@ -228,9 +228,10 @@ Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuant(const AllreduceCom
 /// (K / kVecElems > kWideThreads * kWideVecs: K > 8192 for 16-bit inputs,
 /// K > 4096 for fp32); ignored (may be null) otherwise.
 /// Errors: as rmsNormQuant(); kInvalidValue ('world' < 1); kInvalidShape
-/// ('rankStride' < (M - 1) * ldx + K); kMisaligned ('rankStride' not a
-/// multiple of 16 bytes, 'stage' not 16-byte aligned); kNullPointer ('stage'
-/// missing for long rows).
+/// ('rankStride' < (M - 1) * ldx + K, or the W partials spanning more than
+/// 2^48 bytes or past the end of the address space; 'stage' likewise);
+/// kMisaligned ('rankStride' not a multiple of 16 bytes, 'stage' not
+/// 16-byte aligned); kNullPointer ('stage' missing for long rows).
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> gatheredRmsNormQuant(const RmsNormQuantInput<In>& in, int world,
                                                              index_t rankStride, In* stage, Fp8Matrix<Format> q,
@@ -245,11 +246,19 @@ Result<QuantizedTensor<Format, Layout>> gatheredRmsNormQuant(const RmsNormQuantI
   if (in.rows > 0 && rankStride < (in.rows - 1) * in.ldx + in.cols)
     return Status::error(StatusCode::kInvalidShape, fn, "rankStride", "partials of two ranks overlap", rankStride,
                          (in.rows - 1) * in.ldx + in.cols);
-  if ((rankStride * static_cast<index_t>(sizeof(In))) % 16 != 0)
+  const index_t inBytes = static_cast<index_t>(sizeof(In));
+  if (in.rows > 0 && !detail::isWholeVectors(rankStride, inBytes, 16))
     return Status::error(StatusCode::kMisaligned, fn, "rankStride", "not a multiple of 16 bytes", rankStride, 16);
+  // All W partials: x spans (W - 1) * rankStride past rank 0's rows.
+  if (in.rows > 0 && in.cols > 0) {
+    const index_t span = detail::spanAdd(detail::spanMul(world - 1, rankStride),
+                                         detail::stridedSpan(in.rows, in.cols, in.ldx));
+    if (Status s = detail::checkSpan(fn, "rankStride", in.x, span, inBytes); !s) return s;
+  }
   if (in.rows > 0 && detail::allreduceStagesRows<In>(in.cols)) {
     if (stage == nullptr)
       return Status::error(StatusCode::kNullPointer, fn, "stage", "long rows need a staging buffer [M, K]", in.cols);
+    if (Status s = detail::checkSpan(fn, "stage", stage, detail::spanMul(in.rows, in.cols), inBytes); !s) return s;
     if (Status s = detail::checkAligned(fn, "stage", stage, 16); !s) return s;
   }
   QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};

@@ -89,16 +89,17 @@ class NcclRmsNormQuantFallback {
                                               ScaleView<float, Layout> scale, const QuantOptions& opt,
                                               Stream stream) const {
     const char* fn = "NcclRmsNormQuantFallback::run";
+    // The epilogue's arguments first (they bound M * K), then the message,
+    // all before any communication.
+    float fmax = 0.0f;
+    if (Status s = detail::checkRmsNormQuant(fn, in, q, scale, opt, fmax); !s) return s;
     if (in.rows > 0 && in.ldx != in.cols)
       return Status::error(StatusCode::kInvalidShape, fn, "ldx", "the all-gather needs contiguous rows (ldx == K)",
                            in.ldx, in.cols);
-    const index_t elems = in.rows * in.cols;
+    const index_t elems = in.rows * in.cols;  // checked: x spans at most 2^48 bytes
     if (elems * static_cast<index_t>(sizeof(In)) > static_cast<index_t>(maxMessageBytes_))
       return Status::error(StatusCode::kInvalidShape, fn, "M", "message larger than maxMessageBytes", in.rows,
                            static_cast<std::int64_t>(maxMessageBytes_));
-    // Validate the epilogue's arguments before any communication.
-    float fmax = 0.0f;
-    if (Status s = detail::checkRmsNormQuant(fn, in, q, scale, opt, fmax); !s) return s;
     In* gathered = static_cast<In*>(gathered_);
     if (elems > 0) {
       const ncclResult_t r = ncclAllGather(in.x, gathered, static_cast<std::size_t>(elems) * sizeof(In), ncclUint8,
@@ -141,6 +142,10 @@ Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuantOrFallback(const Al
                                                                         ScaleView<float, Layout> scale,
                                                                         const QuantOptions& opt, Stream stream) {
   if (custom != nullptr) {
+    // Bad arguments are refused by the custom path, before any
+    // communication; only a valid call chooses between the paths.
+    float fmax = 0.0f;
+    if (Status s = detail::checkRmsNormQuant("allreduceRmsNormQuant", in, q, scale, opt, fmax); !s) return s;
     const AllreduceAlgorithm algo = chooseAllreduceAlgorithm(AllreduceAlgorithm::kAuto, custom->world(), in.rows,
                                                              in.cols, static_cast<int>(sizeof(In)),
                                                              custom->options().oneStageMaxBytes);

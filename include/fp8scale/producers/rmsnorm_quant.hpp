@@ -503,7 +503,10 @@ Status launchRmsNormQuantRowLoop(const RmsNormQuantInput<In>& in, Fp8Matrix<Form
 /// Alignment: x, residual, weight, normOut and their row strides 16 bytes;
 /// q and q.ld to one vector of fp8 (8 bytes for 16-bit inputs, 4 for fp32).
 /// Errors as groupQuant(), plus kInvalidShape ('K' above RmsNormPolicy::kMaxCols),
-/// kNullPointer ('weight'), kLdTooSmall / kMisaligned for residual and normOut.
+/// kInvalidValue ('normEps' negative or NaN), 'weight' (kNullPointer; its K
+/// elements past the address space: kInvalidShape; kMisaligned), and
+/// kLdTooSmall / kInvalidShape / kMisaligned for residual and normOut
+/// (detail::checkRmsNormQuant; docs/bad_input.md).
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q,
                                                      ScaleView<float, Layout> scale, const QuantOptions& opt,

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <vector>
 
@@ -74,8 +75,8 @@ Status allreduceSum(const std::vector<const In*>& partials, index_t rows, index_
 /// The fused call on the host: allreduceSum of `partials` (row stride
 /// in.ldx), then rmsNormQuant with that sum as x (in.x is ignored; residual
 /// updated in place and normOut written when given, as there).
-/// Errors: as allreduceSum and rmsNormQuant, all checked before any work
-/// (the epilogue's arguments with partials[0] standing for x), so nothing
+/// Errors: detail::checkAllreducePartials's, then rmsNormQuant's (with
+/// partials[0] standing for x), all checked before any work, so nothing
 /// is allocated or written for a refused call; kInvalidShape ('M') when the
 /// M x K sum does not fit in host memory.
 template <class Format, class Rule, class In, class Layout>
@@ -83,14 +84,19 @@ Status allreduceRmsNormQuant(const std::vector<const In*>& partials, const RmsNo
                              Fp8Matrix<Format> q, ScaleView<float, Layout> scale, int groupSize,
                              float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
   const char* fn = "reference::allreduceRmsNormQuant";
-  if (partials.empty()) return Status::error(StatusCode::kInvalidValue, fn, "partials", "no ranks");
+  // The partials first, so that a null or oversized partial is named
+  // 'partials', then the epilogue's arguments with partials[0] as x.
+  if (Status s = detail::checkAllreducePartials(fn, partials, in.rows, in.cols, in.ldx); !s) return s;
   RmsNormQuantInput<In> first = in;
   first.x = partials[0];
   float checkedFmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant(fn, first, q, scale, referenceOptions(groupSize, fmax, eps), checkedFmax);
-      !s)
+      !s) {
+    // in.x is not read: what the checks say of x (its alignment) is said of partials[0].
+    if (std::strcmp(s.argument(), "x") == 0)
+      return Status::error(s.code(), fn, "partials", s.reason(), s.value(), s.limit());
     return s;
-  if (Status s = detail::checkAllreducePartials(fn, partials, in.rows, in.cols, in.ldx); !s) return s;
+  }
   std::vector<In> reduced;
   try {
     reduced.resize(static_cast<std::size_t>(in.rows * in.cols));  // checked: at most 2^48 bytes

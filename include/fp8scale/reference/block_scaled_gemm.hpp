@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -129,28 +130,60 @@ void blockScaledGemmColumns(const float* xv, const ScaleView<XT, XLayout>& xs, c
 /// The whole fp64 GEMM Y[M, N] = x . w^T of a producer's output and a block-
 /// quantized weight, both in host memory. `y` (and `absSum` when given) are
 /// resized to M * N, row-major.
-/// Errors: kInvalidShape naming 'w' (K differs), 'K' (not a multiple of 128),
-/// 'x.scale' / 'w.scale' (extents), kUnsupportedGroupSize ('x.groupSize' != 128).
+/// Errors, in this order: kInvalidShape ('M', 'K', 'N' negative), 'w' (K
+/// differs), 'K' (not a multiple of 128); kLdTooSmall ('x.data.ld' /
+/// 'w.data.ld' < K); kInvalidShape naming 'x.data' / 'w.data' (span beyond
+/// checkSpan's bounds); kNullPointer ('x.data' / 'w.data' with work to do);
+/// kUnsupportedGroupSize ('x.groupSize' != 128); kInvalidShape 'x.scale' /
+/// 'w.scale' (extents), 'M' (M x N results beyond 2^48 bytes or host memory).
+/// No scale layout or N alignment is required: this is the arithmetic the
+/// GEMM consumers implement, not one consumer's contract.
 template <class Format, class XLayout>
 Status blockScaledGemm(const QuantizedTensor<Format, XLayout>& x, const BlockQuantizedWeight<Format>& w,
                        std::vector<double>& y, std::vector<double>* absSum = nullptr) {
   const char* fn = "reference::blockScaledGemm";
   const index_t M = x.data.rows, K = x.data.cols, N = w.data.rows;
+  if (M < 0) return Status::error(StatusCode::kInvalidShape, fn, "M", "extent is negative", M);
+  if (K < 0) return Status::error(StatusCode::kInvalidShape, fn, "K", "extent is negative", K);
+  if (N < 0) return Status::error(StatusCode::kInvalidShape, fn, "N", "extent is negative", N);
   if (w.data.cols != K)
     return Status::error(StatusCode::kInvalidShape, fn, "w", "weight K differs from the activation's", w.data.cols, K);
   if (K % kWeightBlock != 0)
     return Status::error(StatusCode::kInvalidShape, fn, "K", "not a multiple of 128", K, kWeightBlock);
+  if (x.data.ld < K)
+    return Status::error(StatusCode::kLdTooSmall, fn, "x.data.ld", "row stride is smaller than K", x.data.ld, K);
+  if (w.data.ld < K)
+    return Status::error(StatusCode::kLdTooSmall, fn, "w.data.ld", "row stride is smaller than K", w.data.ld, K);
+  if (Status s = detail::checkSpan(fn, "x.data", x.data.data, detail::stridedSpan(M, K, x.data.ld), 1); !s) return s;
+  if (Status s = detail::checkSpan(fn, "w.data", w.data.data, detail::stridedSpan(N, K, w.data.ld), 1); !s) return s;
+  if (M > 0 && K > 0 && x.data.data == nullptr)
+    return Status::error(StatusCode::kNullPointer, fn, "x.data", "null fp8 activation with M, K > 0");
+  if (N > 0 && K > 0 && w.data.data == nullptr)
+    return Status::error(StatusCode::kNullPointer, fn, "w.data", "null fp8 weight with N, K > 0");
   if (x.groupSize != kWeightBlock)
     return Status::error(StatusCode::kUnsupportedGroupSize, fn, "x.groupSize", "the GEMM reads 1 x 128 groups",
                          x.groupSize, kWeightBlock);
-  if (x.scale.rows() != M || x.scale.cols() != K / kWeightBlock)
-    return Status::error(StatusCode::kInvalidShape, fn, "x.scale", "extents differ from (M, K / 128)", x.scale.rows(), M);
-  if (w.scale.rows() != weightScaleRows(N) || w.scale.cols() != K / kWeightBlock)
+  // The value and limit of an extents error: the first extent that differs.
+  const bool xRows = x.scale.rows() != M;
+  if (xRows || x.scale.cols() != K / kWeightBlock)
+    return Status::error(StatusCode::kInvalidShape, fn, "x.scale", "extents differ from (M, K / 128)",
+                         xRows ? x.scale.rows() : x.scale.cols(), xRows ? M : K / kWeightBlock);
+  const bool wRows = w.scale.rows() != weightScaleRows(N);
+  if (wRows || w.scale.cols() != K / kWeightBlock)
     return Status::error(StatusCode::kInvalidShape, fn, "w.scale", "extents differ from (ceil(N / 128), K / 128)",
-                         w.scale.rows(), weightScaleRows(N));
-  const std::vector<float> xv = decodeFp8(x.data), wv = decodeFp8(w.data);
-  y.assign(static_cast<std::size_t>(M * N), 0.0);
-  if (absSum != nullptr) absSum->assign(static_cast<std::size_t>(M * N), 0.0);
+                         wRows ? w.scale.rows() : w.scale.cols(), wRows ? weightScaleRows(N) : K / kWeightBlock);
+  const index_t results = detail::spanMul(M, N);
+  if (detail::spanMul(results, sizeof(double)) < 0)
+    return Status::error(StatusCode::kInvalidShape, fn, "M", "the M x N results span more than 2^48 bytes", M);
+  std::vector<float> xv, wv;
+  try {
+    xv = decodeFp8(x.data);
+    wv = decodeFp8(w.data);
+    y.assign(static_cast<std::size_t>(results), 0.0);
+    if (absSum != nullptr) absSum->assign(static_cast<std::size_t>(results), 0.0);
+  } catch (const std::bad_alloc&) {
+    return Status::error(StatusCode::kInvalidShape, fn, "M", "the operands and results do not fit in host memory", M);
+  }
   blockScaledGemmColumns(xv.data(), x.scale, wv.data(), w.scale, M, K, 0, N, y.data(), N,
                          absSum != nullptr ? absSum->data() : nullptr);
   return Status::ok();

@@ -43,9 +43,8 @@ Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleVi
     return s;
   std::vector<float> a(static_cast<std::size_t>(groupSize));  // one group: no allocation that grows with I
   for (index_t m = 0; m < in.rows; ++m) {
-    const In* row = in.x + m * in.ldx;
-    for (index_t g = 0; g < in.intermediate / groupSize; ++g) {
-      const In* gate = row + g * groupSize;
+    for (index_t g = 0; g < in.intermediate / groupSize; ++g) {  // no pointer arithmetic on x when I == 0
+      const In* gate = in.x + m * in.ldx + g * groupSize;
       const In* up = gate + in.intermediate;
       for (int i = 0; i < groupSize; ++i) a[i] = siluClamp(toFloat(gate[i]), toFloat(up[i]), in.limit);
       scale(m, g) = quantizeGroup<Format, Rule>(a.data(), groupSize, &q(m, g * groupSize), checkedFmax, eps);

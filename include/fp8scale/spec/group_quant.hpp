@@ -57,9 +57,13 @@ Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8M
                        const ScaleView<float, Layout>& scale, const QuantOptions& opt, float& fmax) {
   if (Status s = checkProducerOptions<Format>(fn, opt, fmax); !s) return s;
   if (in.heads < 1) return Status::error(StatusCode::kInvalidShape, fn, "heads", "must be >= 1", in.heads);
-  if (in.headDim < 0) return Status::error(StatusCode::kInvalidShape, fn, "headDim", "extent is negative", in.headDim);
+  // A matrix input (H = 1) names its column count K, as the caller passed it.
+  if (in.headDim < 0)
+    return Status::error(StatusCode::kInvalidShape, fn, in.heads == 1 ? "K" : "headDim", "extent is negative",
+                         in.headDim);
   if (spanMul(in.heads, in.headDim) < 0)
-    return Status::error(StatusCode::kInvalidShape, fn, "heads", "H * D spans more than 2^48 elements", in.heads);
+    return Status::error(StatusCode::kInvalidShape, fn, in.heads == 1 ? "K" : "heads",
+                         "H * D spans more than 2^48 elements", in.heads == 1 ? in.headDim : in.heads);
   QuantArgs a = quantArgs(in.x, in.rows, in.cols(), in.tokenStride, static_cast<int>(sizeof(In)), q, scale,
                           opt.groupSize);
   if (in.heads > 1) {
@@ -69,10 +73,10 @@ Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8M
     if (in.tokenStride < 0 || in.headStride < 0)
       return Status::error(StatusCode::kInvalidShape, fn, in.tokenStride < 0 ? "tokenStride" : "headStride",
                            "stride is negative", in.tokenStride < 0 ? in.tokenStride : in.headStride);
-    if (in.rows > 0 && (in.headStride * a.inputBytes) % 16 != 0)
+    if (in.rows > 0 && !isWholeVectors(in.headStride, a.inputBytes, 16))
       return Status::error(StatusCode::kMisaligned, fn, "headStride",
                            "head stride in bytes is not a multiple of the 16-byte vector load", in.headStride, 16);
-    if (in.rows > 0 && (in.tokenStride * a.inputBytes) % 16 != 0)
+    if (in.rows > 0 && !isWholeVectors(in.tokenStride, a.inputBytes, 16))
       return Status::error(StatusCode::kMisaligned, fn, "tokenStride",
                            "token stride in bytes is not a multiple of the 16-byte vector load", in.tokenStride, 16);
     a.ldx = a.cols;  // checked above; with free strides, rows may interleave

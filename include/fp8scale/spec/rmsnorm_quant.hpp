@@ -73,7 +73,8 @@ constexpr index_t kRmsNormMaxCols = static_cast<index_t>(512) * 8 * kVecElems<In
 /// Argument checks of RMSNorm quant (the launchers' and the reference's),
 /// in this order: options, K against kRmsNormMaxCols, normEps, the fp8
 /// output's extents, checkQuantArgs (q aligned to one fp8 vector), then for
-/// M > 0 the weight, residual and normOut.
+/// M > 0 the weight (non-null, its K elements within the address space,
+/// 16-byte aligned), residual and normOut.
 template <class Format, class In, class Layout>
 Status checkRmsNormQuant(const char* fn, const RmsNormQuantInput<In>& in, const Fp8Matrix<Format>& q,
                          const ScaleView<float, Layout>& scale, const QuantOptions& opt, float& fmax) {
@@ -81,7 +82,8 @@ Status checkRmsNormQuant(const char* fn, const RmsNormQuantInput<In>& in, const 
   if (in.cols > kRmsNormMaxCols<In>)
     return Status::error(StatusCode::kInvalidShape, fn, "K", "row too long for one block", in.cols,
                          kRmsNormMaxCols<In>);
-  if (!(in.normEps >= 0.0f)) return Status::error(StatusCode::kInvalidValue, fn, "normEps", "must be >= 0");
+  if (!(in.normEps >= 0.0f))
+    return Status::errorFloat(StatusCode::kInvalidValue, fn, "normEps", "must be >= 0", in.normEps);
   if (q.rows != in.rows || q.cols != in.cols)
     return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from the input's (M, K)",
                          q.rows != in.rows ? q.rows : q.cols, q.rows != in.rows ? in.rows : in.cols);
@@ -89,9 +91,10 @@ Status checkRmsNormQuant(const char* fn, const RmsNormQuantInput<In>& in, const 
                                 opt.groupSize);
   if (Status s = checkQuantArgs(fn, a, 16, kVecElems<In>); !s) return s;
   if (in.rows == 0 || in.cols == 0) return Status::ok();
-  if (in.weight == nullptr) return Status::error(StatusCode::kNullPointer, fn, "weight", "null weight with M > 0");
-  if (Status s = checkAligned(fn, "weight", in.weight, 16); !s) return s;
   const index_t inBytes = static_cast<index_t>(sizeof(In));
+  if (in.weight == nullptr) return Status::error(StatusCode::kNullPointer, fn, "weight", "null weight with M > 0");
+  if (Status s = checkSpan(fn, "weight", in.weight, in.cols, inBytes); !s) return s;
+  if (Status s = checkAligned(fn, "weight", in.weight, 16); !s) return s;
   if (Status s = checkOptionalRows(fn, "residual", "ldResidual", in.residual, in.rows, in.ldResidual, in.cols, inBytes); !s)
     return s;
   if (Status s = checkOptionalRows(fn, "normOut", "ldNormOut", in.normOut, in.rows, in.ldNormOut, in.cols, inBytes); !s)

@@ -72,7 +72,7 @@ Status checkSiluClampQuant(const char* fn, const SiluClampInput<In>& in, const F
   if (in.ldx < 2 * in.intermediate)
     return Status::error(StatusCode::kLdTooSmall, fn, "ldx", "row stride is smaller than 2 * I", in.ldx,
                          2 * in.intermediate);
-  if (!(in.limit == in.limit)) return Status::error(StatusCode::kInvalidValue, fn, "limit", "is NaN");
+  if (!(in.limit == in.limit)) return Status::errorFloat(StatusCode::kInvalidValue, fn, "limit", "is NaN", in.limit);
   if (q.rows != in.rows || q.cols != in.intermediate)
     return Status::error(StatusCode::kInvalidShape, fn, "q", "fp8 output extents differ from (M, I)",
                          q.rows != in.rows ? q.rows : q.cols, q.rows != in.rows ? in.rows : in.intermediate);

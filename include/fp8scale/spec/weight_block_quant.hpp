@@ -18,7 +18,9 @@ namespace fp8scale {
 constexpr int kWeightBlock = 128;
 
 /// Number of N blocks of a weight with N rows: ceil(N / 128).
-FP8SCALE_HOST_DEVICE constexpr index_t weightScaleRows(index_t n) { return (n + kWeightBlock - 1) / kWeightBlock; }
+FP8SCALE_HOST_DEVICE constexpr index_t weightScaleRows(index_t n) {
+  return n / kWeightBlock + (n % kWeightBlock > 0 ? 1 : 0);  // ceil without n + 127, which could wrap
+}
 
 /// Number of K blocks of a weight with K columns (K a multiple of 128): K / 128.
 FP8SCALE_HOST_DEVICE constexpr index_t weightScaleCols(index_t k) { return k / kWeightBlock; }
@@ -72,7 +74,8 @@ namespace detail {
 
 /// Argument checks shared by the device launcher and the host reference, in
 /// this order: options; shape (N >= 0, K >= 0, K % 128); strides; the fp8
-/// output's and the scale view's extents and ld; then, only for a non-empty
+/// output's and the scale view's extents and ld; the spans of w and q
+/// (checkSpan); then, only for a non-empty
 /// weight, null pointers and alignment (input pointer and row stride to
 /// `inputVectorBytes`, fp8 pointer and row stride to `outputVectorBytes`).
 template <class Format, class In>
@@ -101,16 +104,18 @@ Status checkWeightBlockQuant(const char* fn, const WeightQuantInput<In>& in, con
   if (scale.ld() < scale.cols())
     return Status::error(StatusCode::kLdTooSmall, fn, "scale", "scale view ld is smaller than K / 128", scale.ld(),
                          scale.cols());
+  if (Status s = checkSpan(fn, "w", in.w, stridedSpan(in.rows, in.cols, in.ld), sizeof(In)); !s) return s;
+  if (Status s = checkSpan(fn, "q", q.data, stridedSpan(in.rows, in.cols, q.ld), 1); !s) return s;
   if (in.rows == 0 || in.cols == 0) return Status::ok();
   if (in.w == nullptr) return Status::error(StatusCode::kNullPointer, fn, "w", "null weight with N, K > 0");
   if (q.data == nullptr) return Status::error(StatusCode::kNullPointer, fn, "q", "null fp8 output with N, K > 0");
   if (scale.data() == nullptr)
     return Status::error(StatusCode::kNullPointer, fn, "scale", "null scale output with N, K > 0");
   if (Status s = checkAligned(fn, "w", in.w, inputVectorBytes); !s) return s;
-  if ((in.ld * static_cast<index_t>(sizeof(In))) % inputVectorBytes != 0)
+  if (!isWholeVectors(in.ld, sizeof(In), inputVectorBytes))
     return Status::error(StatusCode::kMisaligned, fn, "ld",
-                         "weight row stride in bytes is not a multiple of the vector load width",
-                         in.ld * static_cast<index_t>(sizeof(In)), inputVectorBytes);
+                         "weight row stride (elements) is not a whole number of vector loads (bytes)", in.ld,
+                         inputVectorBytes);
   if (Status s = checkAligned(fn, "q", q.data, outputVectorBytes); !s) return s;
   if (q.ld % outputVectorBytes != 0)
     return Status::error(StatusCode::kMisaligned, fn, "q.ld", "fp8 row stride is not a multiple of the store width",
