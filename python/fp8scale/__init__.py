@@ -74,9 +74,9 @@ def _quant_outputs(op, x, q_shape, cols, group_size, transpose_scale, ld_align, 
     _fp8_dtype(op, fp8_dtype)
     _ops.check_options(op, group_size, fp8_dtype, _fmax(fmax), eps)
     g = _ops.groups_of(op, cols, group_size)
+    _ops.require_ops()  # before allocating: without the op library nothing can run
     q = torch.empty(q_shape, dtype=fp8_dtype, device=x.device)
     scale = _layout.new_scale(x.shape[0], g, transpose_scale, ld_align, x.device)
-    _ops.require_ops()
     return q, scale
 
 

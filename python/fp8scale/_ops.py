@@ -81,6 +81,7 @@ def check_device(op: str, tensors) -> None:
     for name, t in tensors:
         if t is None:
             continue
+        check_tensor(op, name, t)  # a non-tensor is a TypeError naming it, before its device is read
         if t.device.type not in ("cuda", "meta"):
             fail(op, name, f"is on {t.device}: fp8scale ops run on CUDA tensors")
         if first is None:
@@ -97,6 +98,10 @@ def check_options(op: str, group_size, fp8_dtype, fmax, eps) -> None:
         fail(op, "fmax", f"= {fmax!r}: must be in (0, {top:g}] for {fp8_dtype} (0: the format's max)")
     if not eps > 0.0:
         fail(op, "eps", f"= {eps!r}: must be > 0")
+    # As the C++ check: the smallest scale eps / fmax must be a normal fp32
+    # (>= 2^-126), or 1 / scale of an all-zero group could overflow to inf.
+    if not eps / (fmax or top) >= 2.0 ** -126:
+        fail(op, "eps", f"= {eps!r}: eps / fmax must be at least 2^-126 (the smallest normal fp32 scale)")
 
 
 def groups_of(op: str, cols: int, group_size: int, what: str = "x") -> int:
@@ -125,6 +130,9 @@ def check_group_quant(x, q, scale, group_size, fmax, eps) -> None:
     check_tensor(op, "q", q, _FP8_DTYPES, (2, 3))
     check_device(op, (("x", x), ("q", q), ("scale", scale)))
     check_options(op, group_size, q.dtype, fmax, eps)
+    if x.dim() == 3 and x.shape[2] % group_size != 0:
+        fail(op, "x", f"has head dim {x.shape[2]}, not a multiple of group_size = {group_size} "
+                      "(a group may not straddle two heads)")
     m = x.shape[0]
     k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
     g = groups_of(op, k, group_size)
@@ -135,12 +143,14 @@ def check_group_quant(x, q, scale, group_size, fmax, eps) -> None:
     check_scale(op, scale, m, g)
 
 
-def check_silu_clamp_quant(x, q, scale, group_size, fmax, eps) -> None:
+def check_silu_clamp_quant(x, q, scale, group_size, fmax, eps, limit=0.0) -> None:
     op = "silu_clamp_quant"
     check_tensor(op, "x", x, _INPUT_DTYPES, (2,))
     check_tensor(op, "q", q, _FP8_DTYPES, (2,))
     check_device(op, (("x", x), ("q", q), ("scale", scale)))
     check_options(op, group_size, q.dtype, fmax, eps)
+    if limit != limit:
+        fail(op, "limit", "is NaN (<= 0 disables the clamp)")
     m, two_i = x.shape
     if two_i % 2 != 0:
         fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
@@ -164,6 +174,9 @@ def check_rmsnorm_quant(x, weight, q, scale, residual, norm_out, norm_eps, group
     if not norm_eps >= 0.0:
         fail(op, "norm_eps", f"= {norm_eps!r}: must be >= 0")
     m, k = x.shape
+    max_cols = 512 * 8 * (16 // x.element_size())  # one block of 512 threads x 8 vectors (RmsNormPolicy::kMaxCols)
+    if k > max_cols:
+        fail(op, "x", f"has {k} columns, more than the {max_cols} one row block holds for {x.dtype}")
     g = groups_of(op, k, group_size)
     check_shape(op, "weight", weight, (k,))
     check_shape(op, "q", q, (m, k))
@@ -193,7 +206,7 @@ if AVAILABLE:
     @torch.library.register_fake("fp8scale::silu_clamp_quant")
     def _silu_clamp_quant_fake(x, q, scale, limit=0.0, group_size=128, scale_ue8m0=False, fmax=0.0, eps=1e-10,
                                enable_pdl=False):
-        check_silu_clamp_quant(x, q, scale, group_size, fmax, eps)
+        check_silu_clamp_quant(x, q, scale, group_size, fmax, eps, limit)
 
     @torch.library.register_fake("fp8scale::rmsnorm_quant")
     def _rmsnorm_quant_fake(x, weight, q, scale, residual=None, norm_out=None, norm_eps=1e-6, group_size=128,

@@ -99,6 +99,17 @@ def test_shape_inference_under_fake_mode():
         (lambda: fp8scale.group_quant(meta(4, 512), transpose_scale=True, ld_align=0),
          ValueError, r"argument 'ld_align' = 0"),
         (lambda: fp8scale.silu_clamp_quant(meta(4, 513)), ValueError, r"odd number of columns 513"),
+        (lambda: torch.ops.fp8scale.silu_clamp_quant(meta(4, 1024), meta(4, 512, dtype=FN), meta(4, 4, dtype=F32),
+                                                     float("nan")),
+         ValueError, r"silu_clamp_quant: argument 'limit' is NaN"),
+        (lambda: torch.ops.fp8scale.rmsnorm_quant(meta(4, 32768 + 128), meta(32768 + 128), meta(4, 32768 + 128, dtype=FN),
+                                                  meta(4, 257, dtype=F32)),
+         ValueError, r"rmsnorm_quant: argument 'x' has 32896 columns, more than the 32768"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 3, 96), meta(4, 3, 96, dtype=FN), meta(4, 2, dtype=F32), 64),
+         ValueError, r"argument 'x' has head dim 96, not a multiple of group_size = 64"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FN), meta(4, 4, dtype=F32),
+                                                128, False, 0.0, 1e-45),
+         ValueError, r"argument 'eps' = 1e-45: eps / fmax must be at least 2\^-126"),
     ],
 )
 def test_bad_input_names_the_argument(call, error, pattern):
