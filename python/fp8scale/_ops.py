@@ -15,7 +15,9 @@ torch.compile and meta tensors see the same refusals as the CUDA kernels.
 
 from __future__ import annotations
 
+import math
 import os
+import struct
 from pathlib import Path
 
 import torch
@@ -90,18 +92,34 @@ def check_device(op: str, tensors) -> None:
             fail(op, name, f"is on {t.device}, '{first[0]}' on {first[1]} (all tensors of one call share a device)")
 
 
+_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+
+def _float32(v: float) -> float:
+    """v rounded to the nearest fp32 (inf past its range), as a C++ float parameter receives it."""
+    try:
+        return struct.unpack("f", struct.pack("f", v))[0]
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
 def check_options(op: str, group_size, fp8_dtype, fmax, eps) -> None:
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size not in _GROUP_SIZES:
         fail(op, "group_size", f"= {group_size!r}: supported group sizes are 32, 64, 128")
     top = _FP8_MAX[fp8_dtype]
     if not (fmax == 0.0 or 0.0 < fmax <= top):
         fail(op, "fmax", f"= {fmax!r}: must be in (0, {top:g}] for {fp8_dtype} (0: the format's max)")
-    if not eps > 0.0:
+    # As the C++ checks, in fp32 (the ops take eps and fmax as C++ floats):
+    # eps > 0, and the smallest scale eps / fmax a normal, finite fp32, or
+    # 1 / scale of an all-zero group could overflow to inf.
+    eps32 = _float32(eps)
+    if not eps32 > 0.0:
         fail(op, "eps", f"= {eps!r}: must be > 0")
-    # As the C++ check: the smallest scale eps / fmax must be a normal fp32
-    # (>= 2^-126), or 1 / scale of an all-zero group could overflow to inf.
-    if not eps / (fmax or top) >= 2.0 ** -126:
+    smallest = _float32(eps32 / _float32(fmax or top))  # double division, then rounded: the fp32 quotient
+    if not smallest >= 2.0 ** -126:
         fail(op, "eps", f"= {eps!r}: eps / fmax must be at least 2^-126 (the smallest normal fp32 scale)")
+    if not smallest <= _FLOAT32_MAX:
+        fail(op, "eps", f"= {eps!r}: eps / fmax must be a finite fp32 number")
 
 
 def groups_of(op: str, cols: int, group_size: int, what: str = "x") -> int:

@@ -142,12 +142,20 @@ TEST(BadInput, EpsWhoseSmallestScaleIsSubnormalIsRefused) {
   const Status st = reference::groupQuant<E4M3FN, ScaleFp32>(b.x.data(), 2, 128, 128, 128, b.qm, b.sv, 0.0f, 1e-45f);
   expectRefused(st, StatusCode::kInvalidValue, "eps");
   EXPECT_NE(st.message().find("2^-126"), std::string::npos) << st.message();
+  // An infinite eps (or eps / fmax past the largest float) makes every
+  // scale infinite, and dequantization 0 * inf.
+  const Status inf = reference::groupQuant<E4M3FN, ScaleFp32>(b.x.data(), 2, 128, 128, 128, b.qm, b.sv, 0.0f,
+                                                               INFINITY);
+  expectRefused(inf, StatusCode::kInvalidValue, "eps");
+  EXPECT_NE(inf.message().find("finite"), std::string::npos) << inf.message();
   // The smallest accepted eps gives a normal scale and zero codes.
   const float eps = 448.0f * 1.17549435e-38f;
+  for (auto& code : b.q) code = 0xA5;
   const Status ok = reference::groupQuant<E4M3FN, ScaleFp32>(b.x.data(), 2, 128, 128, 128, b.qm, b.sv, 0.0f, eps);
   ASSERT_TRUE(ok.isOk()) << ok.message();
   EXPECT_EQ(b.s[0], eps / 448.0f);
-  EXPECT_EQ(b.q[0], 0);
+  EXPECT_EQ(b.s[1], eps / 448.0f);
+  for (const auto code : b.q) ASSERT_EQ(code, 0) << "an all-zero group encodes +0";
 }
 
 // Found by tests/fuzz/fuzz_reference.cpp: a matrix input of negative K was
@@ -159,7 +167,10 @@ TEST(BadInput, GroupQuantNamesTheColumnsOfAMatrixInputK) {
 }
 
 // Found by tests/fuzz/fuzz_reference.cpp (UndefinedBehaviorSanitizer: an
-// offset applied to the null x of an I == 0 call, which has no work).
+// offset applied to the null x of an I == 0 call, which has no work). The
+// pointer arithmetic itself is caught by the sanitized replay of
+// tests/fuzz/regressions/fuzz_reference/silu-null-offset-*; here: such a
+// call is valid and writes no scale.
 TEST(BadInput, SiluClampWithNoColumnsTouchesNoInput) {
   std::vector<float> s(1, -1.0f);
   const auto view = rowMajorView(s.data(), 3, 0).value();
@@ -245,13 +256,13 @@ TEST(BadInput, BlockScaledGemmReferenceChecksItsOperands) {
   expectRefused(reference::blockScaledGemm(bad, w, y), StatusCode::kInvalidShape, "M");
   bad = x;
   bad.data.ld = 64;
-  expectRefused(reference::blockScaledGemm(bad, w, y), StatusCode::kLdTooSmall, "x.data.ld");
+  expectRefused(reference::blockScaledGemm(bad, w, y), StatusCode::kLdTooSmall, "x.ld");
   bad = x;
   bad.data.data = nullptr;
-  expectRefused(reference::blockScaledGemm(bad, w, y), StatusCode::kNullPointer, "x.data");
+  expectRefused(reference::blockScaledGemm(bad, w, y), StatusCode::kNullPointer, "x");
   auto wide = w;
   wide.data.ld = kTwoTo(60);
-  expectRefused(reference::blockScaledGemm(x, wide, y), StatusCode::kInvalidShape, "w.data");
+  expectRefused(reference::blockScaledGemm(x, wide, y), StatusCode::kInvalidShape, "w");
   // The extents error reports the extent that differs: the columns here.
   bad = x;
   bad.scale = rowMajorView(xs.data(), 2, 0).value();

@@ -313,9 +313,11 @@ Status launchAllreduceSum(const char* fn, const AllreduceCommunicator* comm, con
 /// rank's) = round_In of the rank-ordered fp32 sum of the partials (x: this
 /// rank's, registered, row stride ldx). Same algorithms, barriers and
 /// faults as allreduceRmsNormQuant. x, out and both row strides 16-byte
-/// aligned. Errors: kInvalidShape (negative extents, K not a multiple of
-/// the vector), kLdTooSmall, kNullPointer, kMisaligned, kInvalidValue ('x'
-/// not registered), kUnsupportedDevice.
+/// aligned. Errors: kInvalidShape (negative extents; 'x' / 'out' spans
+/// beyond 2^48 bytes or the address space; K not a multiple of the vector;
+/// 'M': a two-stage message larger than the scratch buffer), kLdTooSmall,
+/// kNullPointer, kMisaligned ('x', 'out', 'ldx', 'ldOut'), kInvalidValue
+/// ('x' not registered), kUnsupportedDevice.
 template <class In>
 Status allreduceSum(const AllreduceCommunicator& comm, const In* x, index_t rows, index_t cols, index_t ldx, In* out,
                     index_t ldOut, Stream stream, AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto) {

@@ -201,8 +201,8 @@ class CublasLtBlockGemm {
   /// kInvalidShape ('K' not a positive multiple of 128, 'N' not a multiple of
   /// 16, 'w' K mismatch, 'x.scale' / 'w.scale' extents or ld), kLdTooSmall and
   /// kMisaligned ('x.ld', 'w.ld', 'ldy' and the pointers by name),
-  /// kInvalidShape ('x', 'w', 'y': a span beyond 2^48 bytes or the end of
-  /// the address space), kNullPointer. cuBLAS failures: kDeviceError whose reason is the
+  /// kInvalidShape ('x' (Mpad rows), 'w', 'y': a span beyond 2^48 bytes or
+  /// the end of the address space), kNullPointer. cuBLAS failures: kDeviceError whose reason is the
   /// cublasStatus_t name and whose function names the cuBLASLt call.
   template <class OutT, class Format, class Layout>
   Status run(const QuantizedTensor<Format, Layout>& x, const BlockQuantizedWeight<Format>& w, OutT* y, index_t ldy,
@@ -331,7 +331,9 @@ class CublasLtBlockGemm {
     if (!detail::isWholeVectors(ldy, sizeof(OutT), 16))
       return Status::error(StatusCode::kMisaligned, fn, "ldy",
                            "output row stride (elements) is not a whole number of 16 bytes", ldy, 16);
-    if (Status s = detail::checkSpan(fn, "x", x.data.data, detail::stridedSpan(M, K, x.data.ld), 1); !s) return s;
+    // x's buffer holds Mpad rows: cuBLASLt reads the padded operand.
+    if (Status s = detail::checkSpan(fn, "x", x.data.data, detail::stridedSpan(rowsPadded, K, x.data.ld), 1); !s)
+      return s;
     if (Status s = detail::checkSpan(fn, "w", w.data.data, detail::stridedSpan(N, K, w.data.ld), 1); !s) return s;
     if (Status s = detail::checkSpan(fn, "y", y, detail::stridedSpan(rowsPadded, N, ldy), sizeof(OutT)); !s)
       return s;

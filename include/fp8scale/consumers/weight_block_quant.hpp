@@ -148,7 +148,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(WeightQuantPolicy::kThreads)
 ///               weightScaleView()); padding slots [K / 128, ld) are written 0
 /// @return the BlockQuantizedWeight {q, scale} over the caller's buffers.
 /// Errors (nothing is launched): kInvalidShape ('N', 'K' % 128, 'q', 'scale'
-/// extents), kLdTooSmall ('ld', 'q.ld', 'scale'), kNullPointer, kMisaligned
+/// extents; 'w', 'q' spans beyond 2^48 bytes or the address space), kLdTooSmall ('ld', 'q.ld', 'scale'), kNullPointer, kMisaligned
 /// ('w', 'ld', 'q', 'q.ld', 'scale'), kInvalidValue ('fmax', 'eps', 'rule'),
 /// kDeviceError (launch). An empty weight launches nothing and succeeds.
 template <class Format, class In>

@@ -21,11 +21,13 @@ namespace detail {
 
 /// 2^-126, the smallest normal fp32 value: the floor of eps / fmax.
 constexpr float kMinNormalFloat = 1.17549435e-38f;
+/// The largest finite fp32 value: the ceiling of eps / fmax.
+constexpr float kMaxFloat = 3.40282347e+38f;
 
 /// The scale options every quantizer takes (QuantOptions, WeightQuantOptions:
 /// fields fmax, eps, rule): fmax in (0, Format::kMax] (0 selects kMax, written
-/// to `fmax`), eps > 0 with eps / fmax >= 2^-126 (a normal smallest scale,
-/// whose inverse is finite), a known rule.
+/// to `fmax`), eps > 0 with eps / fmax in [2^-126, FLT_MAX] (in fp32: a
+/// normal, finite smallest scale with a finite inverse), a known rule.
 template <class Format, class Options>
 inline Status checkQuantOptions(const char* fn, const Options& o, float& fmax) {
   fmax = o.fmax == 0.0f ? Format::kMax : o.fmax;
@@ -34,10 +36,14 @@ inline Status checkQuantOptions(const char* fn, const Options& o, float& fmax) {
                               "must be in (0, format max] (448 e4m3fn, 240 e4m3fnuz)", o.fmax);
   if (!(o.eps > 0.0f)) return Status::errorFloat(StatusCode::kInvalidValue, fn, "eps", "must be > 0", o.eps);
   // The smallest scale is eps / fmax; below 2^-126 its inverse can overflow
-  // to inf and an all-zero group would encode 0 * inf = NaN.
+  // to inf and an all-zero group would encode 0 * inf = NaN. Above the
+  // largest float every scale is inf and dequantizes to NaN.
   if (!(o.eps / fmax >= kMinNormalFloat))
     return Status::errorFloat(StatusCode::kInvalidValue, fn, "eps",
                               "eps / fmax must be at least 2^-126 (the smallest normal fp32 scale)", o.eps);
+  if (!(o.eps / fmax <= kMaxFloat))
+    return Status::errorFloat(StatusCode::kInvalidValue, fn, "eps", "eps / fmax must be a finite fp32 number",
+                              o.eps);
   if (o.rule != ScaleRule::kFp32 && o.rule != ScaleRule::kUE8M0)
     return Status::error(StatusCode::kInvalidValue, fn, "rule", "unknown scale rule", static_cast<int>(o.rule));
   return Status::ok();

@@ -131,9 +131,9 @@ void blockScaledGemmColumns(const float* xv, const ScaleView<XT, XLayout>& xs, c
 /// quantized weight, both in host memory. `y` (and `absSum` when given) are
 /// resized to M * N, row-major.
 /// Errors, in this order: kInvalidShape ('M', 'K', 'N' negative), 'w' (K
-/// differs), 'K' (not a multiple of 128); kLdTooSmall ('x.data.ld' /
-/// 'w.data.ld' < K); kInvalidShape naming 'x.data' / 'w.data' (span beyond
-/// checkSpan's bounds); kNullPointer ('x.data' / 'w.data' with work to do);
+/// differs), 'K' (not a multiple of 128); kLdTooSmall ('x.ld' / 'w.ld' <
+/// K); kInvalidShape naming 'x' / 'w' (span beyond checkSpan's bounds);
+/// kNullPointer ('x' / 'w' with work to do), as CublasLtBlockGemm::run names them;
 /// kUnsupportedGroupSize ('x.groupSize' != 128); kInvalidShape 'x.scale' /
 /// 'w.scale' (extents), 'M' (M x N results beyond 2^48 bytes or host memory).
 /// No scale layout or N alignment is required: this is the arithmetic the
@@ -151,15 +151,15 @@ Status blockScaledGemm(const QuantizedTensor<Format, XLayout>& x, const BlockQua
   if (K % kWeightBlock != 0)
     return Status::error(StatusCode::kInvalidShape, fn, "K", "not a multiple of 128", K, kWeightBlock);
   if (x.data.ld < K)
-    return Status::error(StatusCode::kLdTooSmall, fn, "x.data.ld", "row stride is smaller than K", x.data.ld, K);
+    return Status::error(StatusCode::kLdTooSmall, fn, "x.ld", "row stride is smaller than K", x.data.ld, K);
   if (w.data.ld < K)
-    return Status::error(StatusCode::kLdTooSmall, fn, "w.data.ld", "row stride is smaller than K", w.data.ld, K);
-  if (Status s = detail::checkSpan(fn, "x.data", x.data.data, detail::stridedSpan(M, K, x.data.ld), 1); !s) return s;
-  if (Status s = detail::checkSpan(fn, "w.data", w.data.data, detail::stridedSpan(N, K, w.data.ld), 1); !s) return s;
+    return Status::error(StatusCode::kLdTooSmall, fn, "w.ld", "row stride is smaller than K", w.data.ld, K);
+  if (Status s = detail::checkSpan(fn, "x", x.data.data, detail::stridedSpan(M, K, x.data.ld), 1); !s) return s;
+  if (Status s = detail::checkSpan(fn, "w", w.data.data, detail::stridedSpan(N, K, w.data.ld), 1); !s) return s;
   if (M > 0 && K > 0 && x.data.data == nullptr)
-    return Status::error(StatusCode::kNullPointer, fn, "x.data", "null fp8 activation with M, K > 0");
+    return Status::error(StatusCode::kNullPointer, fn, "x", "null fp8 activation with M, K > 0");
   if (N > 0 && K > 0 && w.data.data == nullptr)
-    return Status::error(StatusCode::kNullPointer, fn, "w.data", "null fp8 weight with N, K > 0");
+    return Status::error(StatusCode::kNullPointer, fn, "w", "null fp8 weight with N, K > 0");
   if (x.groupSize != kWeightBlock)
     return Status::error(StatusCode::kUnsupportedGroupSize, fn, "x.groupSize", "the GEMM reads 1 x 128 groups",
                          x.groupSize, kWeightBlock);
