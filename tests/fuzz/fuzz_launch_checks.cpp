@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <string>
 #include <type_traits>
 
@@ -62,6 +63,7 @@ i128 span(i128 rows, i128 cols, i128 ld) { return rows <= 0 || cols <= 0 ? 0 : (
 
 // A buffer of `elements` elements of `bytes` bytes fits the span rules.
 bool fits(const void* p, i128 elements, int bytes) {
+  if (elements < 0 || elements > (i128(1) << 64)) return false;  // a negative stride, or far past 2^48
   const i128 b = elements * bytes;
   return b <= kMaxBytes && (p == nullptr || b <= i128(UINTPTR_MAX - reinterpret_cast<std::uintptr_t>(p)));
 }
@@ -80,31 +82,75 @@ index_t pickWild(FuzzedDataProvider& in, index_t typical) {
   }
 }
 
-struct Options {
-  QuantOptions opt;
-  bool valid = true;
+// The rules a call breaks, by the argument each names: a call must be
+// accepted exactly when it breaks none, and a refusal must name one of
+// them (the checks report the first they find).
+struct Rules {
+  std::set<std::string> broken;
+  void need(bool holds, const char* argument) {
+    if (!holds) broken.insert(argument);
+  }
+  bool ok() const { return broken.empty(); }
+  std::string list() const {
+    std::string l;
+    for (const auto& b : broken) l += (l.empty() ? "" : ", ") + b;
+    return l;
+  }
 };
 
+// Checks the status of a call against its rules.
+void expectRules(const Status& s, const Rules& rules, const char* fn) {
+  if (!s) {
+    checkRefusal(s, fn);
+    FUZZ_CHECK(!rules.ok(), "refused a call that follows the rules: " + s.message());
+    FUZZ_CHECK(rules.broken.count(s.argument()) == 1,
+               "the refusal names '" + std::string(s.argument()) + "', the call breaks rules of " + rules.list());
+    return;
+  }
+  FUZZ_CHECK(rules.ok(), "accepted a call that breaks rules of " + rules.list());
+}
+
 template <class Format>
-Options pickOptions(FuzzedDataProvider& in) {
-  Options o;
+QuantOptions pickOptions(FuzzedDataProvider& in) {
+  QuantOptions o;
   static constexpr int kSizes[] = {32, 64, 128, 128, 128, 16, 96, 256, 0, -128};
-  o.opt.groupSize = kSizes[in.ConsumeIntegralInRange<int>(0, 9)];
+  o.groupSize = kSizes[in.ConsumeIntegralInRange<int>(0, 9)];
   const int f = in.ConsumeIntegralInRange<int>(0, 11);
-  o.opt.fmax = f == 0 ? -1.0f : f == 1 ? NAN : f == 2 ? std::nextafter(Format::kMax, 1e9f) : f == 3 ? 224.0f : 0.0f;
+  o.fmax = f == 0 ? -1.0f : f == 1 ? NAN : f == 2 ? std::nextafter(Format::kMax, 1e9f) : f == 3 ? 224.0f
+         : f == 4 ? 1e-38f : 0.0f;
   const int e = in.ConsumeIntegralInRange<int>(0, 11);
-  o.opt.eps = e == 0 ? 0.0f : e == 1 ? NAN : e == 2 ? 1e-45f : e == 3 ? -1e-10f : e == 4 ? INFINITY : kDefaultAmaxEps;
+  o.eps = e == 0 ? 0.0f : e == 1 ? NAN : e == 2 ? 1e-45f : e == 3 ? -1e-10f : e == 4 ? INFINITY
+        : e == 5 ? 1e38f : kDefaultAmaxEps;
   const int r = in.ConsumeIntegralInRange<int>(0, 15);
-  o.opt.rule = r == 0 ? static_cast<ScaleRule>(in.ConsumeIntegralInRange<int>(2, 255))
-                      : (r % 2 ? ScaleRule::kUE8M0 : ScaleRule::kFp32);
+  o.rule = r == 0 ? static_cast<ScaleRule>(in.ConsumeIntegralInRange<int>(2, 255))
+                  : (r % 2 ? ScaleRule::kUE8M0 : ScaleRule::kFp32);
   const int p = in.ConsumeIntegralInRange<int>(0, 15);
-  o.opt.scaleStore = p == 0 ? static_cast<ScaleStorePolicy>(in.ConsumeIntegralInRange<int>(2, 255))
-                            : (p % 2 ? ScaleStorePolicy::kEvictLast : ScaleStorePolicy::kEvictNormal);
-  o.opt.programmaticLaunch = in.ConsumeBool();
-  const float fmax = o.opt.fmax == 0.0f ? Format::kMax : o.opt.fmax;
-  o.valid = (o.opt.groupSize == 32 || o.opt.groupSize == 64 || o.opt.groupSize == 128) && fmax > 0.0f &&
-            fmax <= Format::kMax && o.opt.eps > 0.0f && o.opt.eps / fmax >= 0x1p-126f && r != 0 && p != 0;
+  o.scaleStore = p == 0 ? static_cast<ScaleStorePolicy>(in.ConsumeIntegralInRange<int>(2, 255))
+                        : (p % 2 ? ScaleStorePolicy::kEvictLast : ScaleStorePolicy::kEvictNormal);
+  o.programmaticLaunch = in.ConsumeBool();
   return o;
+}
+
+// The scale options' rules (fmax, eps, rule) in fp32, as docs/numerics.md
+// states them.
+template <class Format>
+void scaleOptionRules(Rules& r, float fmaxOption, float eps, ScaleRule rule) {
+  const float fmax = fmaxOption == 0.0f ? Format::kMax : fmaxOption;
+  const bool fmaxOk = fmax > 0.0f && fmax <= Format::kMax;
+  r.need(fmaxOk, "fmax");
+  if (fmaxOk) {
+    const float smallest = eps / fmax;
+    r.need(eps > 0.0f && smallest >= 0x1p-126f && smallest <= 3.40282347e+38f, "eps");
+  }
+  r.need(rule == ScaleRule::kFp32 || rule == ScaleRule::kUE8M0, "rule");
+}
+
+template <class Format>
+void producerOptionRules(Rules& r, const QuantOptions& o) {
+  scaleOptionRules<Format>(r, o.fmax, o.eps, o.rule);
+  r.need(o.scaleStore == ScaleStorePolicy::kEvictNormal || o.scaleStore == ScaleStorePolicy::kEvictLast,
+         "scaleStore");
+  r.need(o.groupSize == 32 || o.groupSize == 64 || o.groupSize == 128, "groupSize");
 }
 
 // The device facts of a plan: the SM count and the blocks resident at once.
@@ -181,8 +227,8 @@ void checkGroupTilePlan(FuzzedDataProvider& in, const char* fn, index_t rows, in
 
 template <class Format, class In, class Layout>
 void fuzzGroupQuant(FuzzedDataProvider& in) {
-  const Options o = pickOptions<Format>(in);
-  const int gs = o.opt.groupSize > 0 ? o.opt.groupSize : 128;
+  const QuantOptions o = pickOptions<Format>(in);
+  const int gs = o.groupSize > 0 ? o.groupSize : 128;
   const bool headMajor = in.ConsumeBool();
   GroupQuantInput<In> x;
   x.x = fakePointer<const In>(in);
@@ -205,40 +251,49 @@ void fuzzGroupQuant(FuzzedDataProvider& in) {
   if (!pickScale(in, x.rows, cols / gs, scale)) return;
 
   float fmax = 0.0f;
-  const Status s = detail::checkGroupQuant("groupQuant", x, q, scale, o.opt, fmax);
+  const Status s = detail::checkGroupQuant("groupQuant", x, q, scale, o, fmax);
 
-  // The rules, stated again.
+  // The rules, stated again (docs/bad_input.md).
   const index_t M = x.rows;
   const int inBytes = sizeof(In);
   const int store = detail::kGroupTileStoreBytes<In>;
-  bool ok = o.valid && x.heads >= 1 && x.headDim >= 0 && K <= kMaxBytes && M >= 0 && K % gs == 0 &&
-            q.rows == M && q.cols == K && q.ld >= K && scale.rows() == M && scale.cols() == K / gs;
+  const bool matrix = x.heads == 1;
+  Rules r;
+  producerOptionRules<Format>(r, o);
+  r.need(x.heads >= 1, "heads");
+  r.need(x.headDim >= 0, matrix ? "K" : "headDim");
+  r.need(K <= kMaxBytes, matrix ? "K" : "heads");
+  r.need(M >= 0, "M");
+  r.need(K % gs == 0, "K");
+  r.need(q.rows == M && q.cols == K, "q");
+  r.need(q.ld >= K, "ldq");
+  r.need(scale.rows() == M && i128(scale.cols()) == K / gs, "scale");
   i128 xSpan = 0;
-  if (ok && x.heads == 1) {
-    ok = x.tokenStride >= K;
+  if (matrix) {
+    r.need(x.tokenStride >= K, "ldx");
     xSpan = span(M, K, x.tokenStride);
-  } else if (ok) {
-    ok = x.headDim % gs == 0 && x.tokenStride >= 0 && x.headStride >= 0 && K <= detail::kMaxHeadMajorCols &&
-         (M == 0 || (i128(x.headStride) * inBytes % 16 == 0 && i128(x.tokenStride) * inBytes % 16 == 0));
-    xSpan = M == 0 || x.headDim == 0 ? 0 : i128(M - 1) * x.tokenStride + i128(x.heads - 1) * x.headStride + x.headDim;
+  } else {
+    r.need(x.headDim % gs == 0, "headDim");
+    r.need(x.tokenStride >= 0, "tokenStride");
+    r.need(x.headStride >= 0, "headStride");
+    r.need(M <= 0 || i128(x.headStride) * inBytes % 16 == 0, "headStride");
+    r.need(M <= 0 || i128(x.tokenStride) * inBytes % 16 == 0, "tokenStride");
+    r.need(K <= detail::kMaxHeadMajorCols, "K");
+    xSpan = M <= 0 || x.headDim <= 0 || x.heads < 1
+                ? 0
+                : (i128(M) - 1) * x.tokenStride + (i128(x.heads) - 1) * x.headStride + x.headDim;
   }
-  ok = ok && fits(x.x, xSpan, inBytes) && fits(q.data, span(M, K, q.ld), 1);
-  if (ok && M > 0 && K > 0)
-    ok = x.x != nullptr && q.data != nullptr && aligned(x.x, 16) && i128(x.tokenStride) * inBytes % 16 == 0 &&
-         aligned(q.data, store) && q.ld % store == 0;
-  if (!s) {
-    checkRefusal(s, "groupQuant");
-    FUZZ_CHECK(!ok, "refused a call that follows the rules: " + s.message());
-    return;
+  r.need(fits(x.x, xSpan, inBytes), "x");
+  r.need(fits(q.data, span(M, K, q.ld), 1), "q");
+  if (M > 0 && K > 0) {
+    r.need(x.x != nullptr && aligned(x.x, 16), "x");
+    r.need(q.data != nullptr && aligned(q.data, store), "q");
+    if (matrix) r.need(i128(x.tokenStride) * inBytes % 16 == 0, "ldx");
+    r.need(q.ld % store == 0, "ldq");
   }
-  FUZZ_CHECK(ok, "accepted a call that breaks the rules: M " + std::to_string(M) + " H " + std::to_string(x.heads) +
-                     " D " + std::to_string(x.headDim) + " ts " + std::to_string(x.tokenStride) + " hs " +
-                     std::to_string(x.headStride) + " q " + std::to_string(q.rows) + "x" + std::to_string(q.cols) +
-                     " ld " + std::to_string(q.ld) + " scale " + std::to_string(scale.rows()) + "x" +
-                     std::to_string(scale.cols()) + " x " + std::to_string(reinterpret_cast<std::uintptr_t>(x.x)) +
-                     " qp " + std::to_string(reinterpret_cast<std::uintptr_t>(q.data)) + " valid " +
-                     std::to_string(o.valid) + " gs " + std::to_string(gs));
-  FUZZ_CHECK(fmax == (o.opt.fmax == 0.0f ? Format::kMax : o.opt.fmax), "the checked fmax");
+  expectRules(s, r, "groupQuant");
+  if (!s) return;
+  FUZZ_CHECK(fmax == (o.fmax == 0.0f ? Format::kMax : o.fmax), "the checked fmax");
   checkGroupTilePlan<In>(in, "groupQuant", M, K / gs, gs, scale, GroupTilePolicy<In>::kSmallGridElems,
                          GroupTilePolicy<In>::kGroupQuantWaves);
 }
@@ -247,8 +302,8 @@ void fuzzGroupQuant(FuzzedDataProvider& in) {
 
 template <class Format, class In, class Layout>
 void fuzzSiluClampQuant(FuzzedDataProvider& in) {
-  const Options o = pickOptions<Format>(in);
-  const int gs = o.opt.groupSize > 0 ? o.opt.groupSize : 128;
+  const QuantOptions o = pickOptions<Format>(in);
+  const int gs = o.groupSize > 0 ? o.groupSize : 128;
   SiluClampInput<In> x;
   x.x = fakePointer<const In>(in);
   x.rows = pickWild(in, in.ConsumeIntegralInRange<index_t>(0, 5));
@@ -264,22 +319,30 @@ void fuzzSiluClampQuant(FuzzedDataProvider& in) {
   if (!pickScale(in, x.rows, I / gs, scale)) return;
 
   float fmax = 0.0f;
-  const Status s = detail::checkSiluClampQuant("siluClampQuant", x, q, scale, o.opt, fmax);
+  const Status s = detail::checkSiluClampQuant("siluClampQuant", x, q, scale, o, fmax);
   const index_t M = x.rows;
   const int inBytes = sizeof(In);
   const int store = detail::kGroupTileStoreBytes<In>;
-  bool ok = o.valid && I >= 0 && twoI <= kMaxBytes && x.ldx >= twoI && !std::isnan(x.limit) && q.rows == M &&
-            q.cols == I && M >= 0 && I % gs == 0 && q.ld >= I && scale.rows() == M && scale.cols() == I / gs &&
-            fits(x.x, span(M, twoI, x.ldx), inBytes) && fits(q.data, span(M, I, q.ld), 1);
-  if (ok && M > 0 && I > 0)
-    ok = x.x != nullptr && q.data != nullptr && aligned(x.x, 16) && i128(x.ldx) * inBytes % 16 == 0 &&
-         aligned(q.data, store) && q.ld % store == 0;
-  if (!s) {
-    checkRefusal(s, "siluClampQuant");
-    FUZZ_CHECK(!ok, "refused a call that follows the rules: " + s.message());
-    return;
+  Rules r;
+  producerOptionRules<Format>(r, o);
+  r.need(I >= 0 && twoI <= kMaxBytes, "intermediate");
+  r.need(x.ldx >= twoI, "ldx");
+  r.need(!std::isnan(x.limit), "limit");
+  r.need(q.rows == M && q.cols == I, "q");
+  r.need(M >= 0, "M");
+  r.need(I % gs == 0, "I");
+  r.need(q.ld >= I, "ldq");
+  r.need(scale.rows() == M && scale.cols() == I / gs, "scale");
+  r.need(fits(x.x, span(M, twoI, x.ldx), inBytes), "x");
+  r.need(fits(q.data, span(M, I, q.ld), 1), "q");
+  if (M > 0 && I > 0) {
+    r.need(x.x != nullptr && aligned(x.x, 16), "x");
+    r.need(i128(x.ldx) * inBytes % 16 == 0, "ldx");
+    r.need(q.data != nullptr && aligned(q.data, store), "q");
+    r.need(q.ld % store == 0, "ldq");
   }
-  FUZZ_CHECK(ok, "accepted a call that breaks the rules");
+  expectRules(s, r, "siluClampQuant");
+  if (!s) return;
   checkGroupTilePlan<In>(in, "siluClampQuant", M, I / gs, gs, scale, GroupTilePolicy<In>::kSiluSmallGridElems, 0);
 }
 
@@ -287,8 +350,8 @@ void fuzzSiluClampQuant(FuzzedDataProvider& in) {
 
 template <class Format, class In, class Layout>
 void fuzzRmsNormQuant(FuzzedDataProvider& in) {
-  const Options o = pickOptions<Format>(in);
-  const int gs = o.opt.groupSize > 0 ? o.opt.groupSize : 128;
+  const QuantOptions o = pickOptions<Format>(in);
+  const int gs = o.groupSize > 0 ? o.groupSize : 128;
   const index_t M0 = pickWild(in, in.ConsumeIntegralInRange<index_t>(0, 5));
   const index_t K0 = in.ConsumeIntegralInRange<int>(0, 9) == 0 ? pickExtent(in)
                                                                : gs * in.ConsumeIntegralInRange<index_t>(0, 300);
@@ -305,25 +368,38 @@ void fuzzRmsNormQuant(FuzzedDataProvider& in) {
   if (!pickScale(in, M, K / gs, scale)) return;
 
   float fmax = 0.0f;
-  const Status s = detail::checkRmsNormQuant("rmsNormQuant", x, q, scale, o.opt, fmax);
+  const Status s = detail::checkRmsNormQuant("rmsNormQuant", x, q, scale, o, fmax);
   const int inBytes = sizeof(In);
   const int store = detail::kVecElems<In>;
-  bool ok = o.valid && K <= detail::kRmsNormMaxCols<In> && x.normEps >= 0.0f && M >= 0 && K >= 0 && K % gs == 0 &&
-            x.ldx >= K && q.ld >= K && scale.rows() == M && scale.cols() == K / gs &&
-            fits(x.x, span(M, K, x.ldx), inBytes) && fits(q.data, span(M, K, q.ld), 1);
-  const auto optionalRows = [&](const void* p, index_t ld) {
-    return p == nullptr || (ld >= K && fits(p, span(M, K, ld), inBytes) && aligned(p, 16) && i128(ld) * inBytes % 16 == 0);
+  Rules r;
+  producerOptionRules<Format>(r, o);
+  r.need(K <= detail::kRmsNormMaxCols<In>, "K");
+  r.need(x.normEps >= 0.0f, "normEps");
+  r.need(M >= 0, "M");
+  r.need(K >= 0 && K % gs == 0, "K");
+  r.need(x.ldx >= K, "ldx");
+  r.need(q.ld >= K, "ldq");
+  r.need(scale.rows() == M && scale.cols() == K / gs, "scale");
+  r.need(fits(x.x, span(M, K, x.ldx), inBytes), "x");
+  r.need(fits(q.data, span(M, K, q.ld), 1), "q");
+  const auto optionalRows = [&](const void* p, index_t ld, const char* name, const char* ldName) {
+    if (p == nullptr) return;  // absent
+    r.need(ld >= K, ldName);
+    r.need(fits(p, span(M, K, ld), inBytes), name);
+    r.need(aligned(p, 16), name);
+    r.need(i128(ld) * inBytes % 16 == 0, ldName);
   };
-  if (ok && M > 0 && K > 0)
-    ok = x.x != nullptr && q.data != nullptr && aligned(x.x, 16) && i128(x.ldx) * inBytes % 16 == 0 &&
-         aligned(q.data, store) && q.ld % store == 0 && x.weight != nullptr && fits(x.weight, K, inBytes) &&
-         aligned(x.weight, 16) && optionalRows(x.residual, x.ldResidual) && optionalRows(x.normOut, x.ldNormOut);
-  if (!s) {
-    checkRefusal(s, "rmsNormQuant");
-    FUZZ_CHECK(!ok, "refused a call that follows the rules: " + s.message());
-    return;
+  if (M > 0 && K > 0) {
+    r.need(x.x != nullptr && aligned(x.x, 16), "x");
+    r.need(i128(x.ldx) * inBytes % 16 == 0, "ldx");
+    r.need(q.data != nullptr && aligned(q.data, store), "q");
+    r.need(q.ld % store == 0, "ldq");
+    r.need(x.weight != nullptr && fits(x.weight, K, inBytes) && aligned(x.weight, 16), "weight");
+    optionalRows(x.residual, x.ldResidual, "residual", "ldResidual");
+    optionalRows(x.normOut, x.ldNormOut, "normOut", "ldNormOut");
   }
-  FUZZ_CHECK(ok, "accepted a call that breaks the rules");
+  expectRules(s, r, "rmsNormQuant");
+  if (!s) return;
   if (K > 0) {
     using Policy = RmsNormPolicy<In>;
     const RmsNormLaunch plan = detail::rmsNormQuantLaunch<In>(M, K);
@@ -345,15 +421,11 @@ void fuzzRmsNormQuant(FuzzedDataProvider& in) {
 
 template <class Format, class In>
 void fuzzWeightBlockQuant(FuzzedDataProvider& in) {
-  const Options o = pickOptions<Format>(in);
+  const QuantOptions o = pickOptions<Format>(in);
   WeightQuantOptions opt;
-  opt.rule = o.opt.rule;
-  opt.fmax = o.opt.fmax;
-  opt.eps = o.opt.eps;
-  const float fmaxWant = opt.fmax == 0.0f ? Format::kMax : opt.fmax;
-  const bool optionsValid = fmaxWant > 0.0f && fmaxWant <= Format::kMax && opt.eps > 0.0f &&
-                            opt.eps / fmaxWant >= 0x1p-126f &&
-                            (opt.rule == ScaleRule::kFp32 || opt.rule == ScaleRule::kUE8M0);
+  opt.rule = o.rule;
+  opt.fmax = o.fmax;
+  opt.eps = o.eps;
   WeightQuantInput<In> w;
   w.w = fakePointer<const In>(in);
   w.rows = pickWild(in, in.ConsumeIntegralInRange<index_t>(0, 300));
@@ -361,25 +433,32 @@ void fuzzWeightBlockQuant(FuzzedDataProvider& in) {
   w.ld = pickStride(in, w.cols < 0 ? 0 : w.cols);
   Fp8Matrix<Format> q{fakePointer<std::uint8_t>(in), w.rows, w.cols, pickStride(in, w.cols < 0 ? 0 : w.cols)};
   if (in.ConsumeIntegralInRange<int>(0, 15) == 0) q.rows = pickExtent(in);
-  ScaleView<float, RowMajor> scale;
   const index_t N = w.rows, K = w.cols;
-  if (!pickScale(in, N < 0 ? 0 : weightScaleRows(N), K < 0 ? 0 : K / kWeightBlock, scale)) return;
+  // ceil(N / 128) in 128-bit arithmetic, not by weightScaleRows().
+  const i128 scaleRows = N < 0 ? 0 : (i128(N) + kWeightBlock - 1) / kWeightBlock;
+  ScaleView<float, RowMajor> scale;
+  if (!pickScale(in, static_cast<index_t>(scaleRows), K < 0 ? 0 : K / kWeightBlock, scale)) return;
   float fmax = 0.0f;
   const int store = detail::kVecElems<In>;
   const Status s = detail::checkWeightBlockQuant("weightBlockQuant", w, q, scale, opt, fmax, 16, store);
   const int inBytes = sizeof(In);
-  bool ok = optionsValid && N >= 0 && K >= 0 && K % kWeightBlock == 0 && w.ld >= K && q.rows == N && q.cols == K &&
-            q.ld >= K && scale.rows() == weightScaleRows(N) && scale.cols() == K / kWeightBlock &&
-            scale.ld() >= scale.cols() && fits(w.w, span(N, K, w.ld), inBytes) && fits(q.data, span(N, K, q.ld), 1);
-  if (ok && N > 0 && K > 0)
-    ok = w.w != nullptr && q.data != nullptr && aligned(w.w, 16) && i128(w.ld) * inBytes % 16 == 0 &&
-         aligned(q.data, store) && q.ld % store == 0;
-  if (!s) {
-    checkRefusal(s, "weightBlockQuant");
-    FUZZ_CHECK(!ok, "refused a call that follows the rules: " + s.message());
-    return;
+  Rules r;
+  scaleOptionRules<Format>(r, opt.fmax, opt.eps, opt.rule);
+  r.need(N >= 0, "N");
+  r.need(K >= 0 && K % kWeightBlock == 0, "K");
+  r.need(w.ld >= K, "ld");
+  r.need(q.rows == N && q.cols == K, "q");
+  r.need(q.ld >= K, "q.ld");
+  r.need(scale.rows() == scaleRows && scale.cols() == K / kWeightBlock && scale.ld() >= scale.cols(), "scale");
+  r.need(fits(w.w, span(N, K, w.ld), inBytes), "w");
+  r.need(fits(q.data, span(N, K, q.ld), 1), "q");
+  if (N > 0 && K > 0) {
+    r.need(w.w != nullptr && aligned(w.w, 16), "w");
+    r.need(i128(w.ld) * inBytes % 16 == 0, "ld");
+    r.need(q.data != nullptr && aligned(q.data, store), "q");
+    r.need(q.ld % store == 0, "q.ld");
   }
-  FUZZ_CHECK(ok, "accepted a call that breaks the rules");
+  expectRules(s, r, "weightBlockQuant");
 }
 
 template <class Format, class In, class Layout>

@@ -18,11 +18,13 @@
 // agree bit for bit read through the logical (m, g), the column-major
 // padding slots must be 0, the row-major gaps and the fp8 row gaps
 // untouched, and materializeHost of the row-major scales must give the
-// column-major buffer. The quantization itself is recomputed here from
-// the numeric specification (docs/numerics.md): amax ignoring NaN, floored
-// at eps; s = amax / fmax or its power-of-two round-up; each code the
-// format's nearest value to v * (1 / s), saturated. Allreduce: the sum in
-// rank order; the fused call must equal rmsNormQuant of that sum.
+// column-major buffer. The results are recomputed here from the numeric
+// specification (docs/numerics.md): the values quantized (the input, the
+// SiLU-clamp of gate and up, the RMSNorm of the row with its residual and
+// normOut); amax ignoring NaN, floored at eps; s = amax / fmax or its
+// power-of-two round-up; each code the format's nearest value to
+// v * (1 / s), saturated, ties to even. Allreduce: the sum in rank order;
+// the fused call must also equal rmsNormQuant of that sum.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -160,18 +162,35 @@ bool isNaNCode(std::uint8_t b) {
   return std::is_same<Format, E4M3FN>::value ? (b & 0x7F) == 0x7F : b == 0x80;
 }
 
-// Whether `code` is a nearest finite value of the format to y, saturated.
+// Whether `code` is the format's nearest finite value to y, saturated, a
+// tie between two values going to the even code (the last mantissa bit 0).
 template <class Format>
 bool isNearest(std::uint8_t code, float y) {
   if (std::isnan(y)) return isNaNCode<Format>(code);
   if (isNaNCode<Format>(code)) return false;
   const double t = std::fmax(-double(Format::kMax), std::fmin(double(Format::kMax), double(y)));
-  const double d = std::fabs(double(specDecode<Format>(code)) - t);
+  const double value = specDecode<Format>(code);
+  const double d = std::fabs(value - t);
+  bool tie = false;
   for (int c = 0; c < 256; ++c) {
     const auto b = static_cast<std::uint8_t>(c);
-    if (!isNaNCode<Format>(b) && std::fabs(double(specDecode<Format>(b)) - t) < d) return false;
+    if (isNaNCode<Format>(b)) continue;
+    const double other = specDecode<Format>(b), e = std::fabs(other - t);
+    if (e < d) return false;
+    if (e == d && other != value) tie = true;
   }
-  return true;
+  return !tie || (code & 1) == 0;
+}
+
+// SiLU-clamp of the specification (spec/silu_clamp_quant.hpp), on the host:
+// the clamps by comparison, so that NaN stays NaN.
+float specSiluClamp(float gate, float up, float limit) {
+  if (limit > 0.0f) {
+    if (gate > limit) gate = limit;
+    if (up > limit) up = limit;
+    if (up < -limit) up = -limit;
+  }
+  return gate / (1.0f + std::exp(-gate)) * up;
 }
 
 template <class Rule>
@@ -582,7 +601,7 @@ void fuzzOp(FuzzedDataProvider& in, Op op) {
       for (index_t g = 0; g < G; ++g) {
         for (int i = 0; i < gs; ++i) {
           const In* r = c.x + m * c.ldx + g * gs + i;
-          v[i] = op == Op::kGroupQuant ? toFloat(*r) : siluClamp(toFloat(r[0]), toFloat(r[K]), c.limit);
+          v[i] = op == Op::kGroupQuant ? toFloat(*r) : specSiluClamp(toFloat(r[0]), toFloat(r[K]), c.limit);
         }
         checkGroup<Format, Rule>(v.data(), gs, row.q.as<std::uint8_t>() + m * c.ldq + g * gs,
                                  row.logical[static_cast<std::size_t>(m * G + g)], fmax, c.eps);
@@ -596,6 +615,48 @@ void fuzzOp(FuzzedDataProvider& in, Op op) {
         const In want = fromFloat<In>(acc);
         FUZZ_CHECK(std::memcmp(&want, row.out.as<In>() + m * K + k, sizeof(In)) == 0, "allreduce sum differs");
       }
+  }
+  if (rmsLike) {
+    // RMSNorm (spec/rmsnorm_quant.hpp, docs/numerics.md): v = x (+ residual,
+    // written back rounded), inv = 1 / sqrt(mean(v^2) + normEps) with the
+    // sum of squares in double, h = v * inv * weight in fp32 (normOut: h
+    // rounded), then the group step on h. The fused call's x is the
+    // rank-ordered fp32 sum of the partials, rounded to In.
+    std::vector<float> h(static_cast<std::size_t>(K));
+    for (index_t m = 0; m < M; ++m) {
+      double sumSq = 0.0;
+      for (index_t k = 0; k < K; ++k) {
+        float x = 0.0f;
+        if (op == Op::kRmsNormQuant) {
+          x = toFloat(c.x[m * c.ldx + k]);
+        } else {
+          float acc = toFloat(c.partials[0][m * c.ldx + k]);
+          for (int p = 1; p < c.ranks; ++p) acc += toFloat(c.partials[p][m * c.ldx + k]);
+          x = toFloat(fromFloat<In>(acc));
+        }
+        if (c.withResidual) {
+          x += toFloat(residual.as<In>()[m * c.ldResidual + k]);
+          const In want = fromFloat<In>(x);
+          FUZZ_CHECK(std::memcmp(&want, row.residual.as<In>() + m * c.ldResidual + k, sizeof(In)) == 0,
+                     "residual not updated to round(x + residual)");
+        }
+        h[static_cast<std::size_t>(k)] = x;
+        sumSq += static_cast<double>(x) * x;
+      }
+      const float inv = static_cast<float>(1.0 / std::sqrt(sumSq / static_cast<double>(K) + c.normEps));
+      for (index_t k = 0; k < K; ++k) {
+        float& y = h[static_cast<std::size_t>(k)];
+        y = y * inv * toFloat(c.weight[k]);
+        if (c.withNormOut) {
+          const In want = fromFloat<In>(y);
+          FUZZ_CHECK(std::memcmp(&want, row.normOut.as<In>() + m * c.ldNormOut + k, sizeof(In)) == 0,
+                     "normOut is not round(h)");
+        }
+      }
+      for (index_t g = 0; g < G; ++g)
+        checkGroup<Format, Rule>(h.data() + g * gs, gs, row.q.as<std::uint8_t>() + m * c.ldq + g * gs,
+                                 row.logical[static_cast<std::size_t>(m * G + g)], fmax, c.eps);
+    }
   }
   if (op == Op::kAllreduceRmsNormQuant) {
     // == allreduceSum, then rmsNormQuant on the sum.

@@ -226,7 +226,9 @@ void fuzzView(FuzzedDataProvider& in) {
     // for the padding slots, which is the only padding tile.
     const index_t tileRows = in.ConsumeIntegralInRange<index_t>(1, 64);
     if (rows < (index_t{1} << 56)) {
-      FUZZ_CHECK(paddedRowTiles(v, tileRows) == (rows + tileRows - 1) / tileRows + (v.hasPadding() ? 1 : 0),
+      // The fewest whole tiles that cover the rows, and one more with padding.
+      const i128 tiles = i128(paddedRowTiles(v, tileRows)) - (v.hasPadding() ? 1 : 0);
+      FUZZ_CHECK(tiles >= 0 && tiles * tileRows >= rows && (rows == 0 ? tiles == 0 : (tiles - 1) * tileRows < rows),
                  "paddedRowTiles");
       const index_t start = in.ConsumeIntegralInRange<index_t>(0, 4) * tileRows + (rows / tileRows) * tileRows;
       FUZZ_CHECK(isPaddingTile(v, start, tileRows) == (v.hasPadding() && start >= rows && start < rows + tileRows),

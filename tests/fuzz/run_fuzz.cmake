@@ -7,6 +7,7 @@
 # A crash, sanitizer report, leak or timeout makes libFuzzer exit non-zero
 # and leaves the input in WORK/crash-* (or leak-*, timeout-*): the test
 # fails naming it. Add that file to regressions/NAME once the bug is fixed.
+# WORK is removed first: the replay and the fuzz test use one folder each.
 cmake_minimum_required(VERSION 3.25)
 
 file(GLOB seedFiles LIST_DIRECTORIES false ${SEEDS}/*)
