@@ -110,6 +110,13 @@ def test_shape_inference_under_fake_mode():
         (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FN), meta(4, 4, dtype=F32),
                                                 128, False, 0.0, 1e-45),
          ValueError, r"argument 'eps' = 1e-45: eps / fmax must be at least 2\^-126"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FN), meta(4, 4, dtype=F32),
+                                                128, False, 0.0, float("inf")),
+         ValueError, r"argument 'eps' = inf: eps / fmax must be a finite fp32 number"),
+        # Below the smallest fp32 the C++ parameter receives 0: "must be > 0", as on CUDA.
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FN), meta(4, 4, dtype=F32),
+                                                128, False, 0.0, 1e-46),
+         ValueError, r"argument 'eps' = 1e-46: must be > 0"),
     ],
 )
 def test_bad_input_names_the_argument(call, error, pattern):
