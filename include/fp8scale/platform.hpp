@@ -240,23 +240,104 @@ inline DeviceError launchKernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 b
   return deviceLastError();
 }
 
+/// The runtime calls the tests, benchmarks and programs make, one spelling
+/// for both vendors: each is the CUDA / HIP runtime function of the same name
+/// (runtime::memcpy is cudaMemcpy / hipMemcpy), with the same arguments and
+/// error codes, so that one harness source compiles as CUDA and as HIP.
+namespace runtime {
+#if defined(FP8SCALE_PLATFORM_HIP)
+#define FP8SCALE_RT(name) hip##name
+#else
+#define FP8SCALE_RT(name) cuda##name
+#endif
+using Event = FP8SCALE_RT(Event_t);
+using Graph = FP8SCALE_RT(Graph_t);
+using GraphExec = FP8SCALE_RT(GraphExec_t);
+/// The runtime's "invalid argument" code, for callers that report their own misuse.
+constexpr DeviceError kErrorInvalidValue = FP8SCALE_RT(ErrorInvalidValue);
+
+/// Direction of a copy (cudaMemcpyKind / hipMemcpyKind).
+enum class Copy { HostToDevice, DeviceToHost, DeviceToDevice };
+inline FP8SCALE_RT(MemcpyKind) copyKind(Copy c) {
+  switch (c) {
+    case Copy::HostToDevice: return FP8SCALE_RT(MemcpyHostToDevice);
+    case Copy::DeviceToHost: return FP8SCALE_RT(MemcpyDeviceToHost);
+    default: return FP8SCALE_RT(MemcpyDeviceToDevice);
+  }
+}
+
+inline DeviceError malloc(void** p, std::size_t bytes) { return FP8SCALE_RT(Malloc)(p, bytes); }
+template <class T>
+inline DeviceError malloc(T** p, std::size_t bytes) {
+  return malloc(reinterpret_cast<void**>(p), bytes);
+}
+inline DeviceError free(void* p) { return FP8SCALE_RT(Free)(p); }
+inline DeviceError memcpy(void* dst, const void* src, std::size_t bytes, Copy c) {
+  return FP8SCALE_RT(Memcpy)(dst, src, bytes, copyKind(c));
+}
+inline DeviceError memcpyAsync(void* dst, const void* src, std::size_t bytes, Copy c, Stream s) {
+  return FP8SCALE_RT(MemcpyAsync)(dst, src, bytes, copyKind(c), s);
+}
+/// Blocking with respect to the host only for pageable memory: follow it with
+/// deviceSynchronize() before work on a non-blocking stream reads the bytes.
+inline DeviceError memset(void* p, int byte, std::size_t bytes) { return FP8SCALE_RT(Memset)(p, byte, bytes); }
+inline DeviceError deviceSynchronize() { return FP8SCALE_RT(DeviceSynchronize)(); }
+inline DeviceError getDeviceCount(int* n) { return FP8SCALE_RT(GetDeviceCount)(n); }
+inline DeviceError getDevice(int* d) { return FP8SCALE_RT(GetDevice)(d); }
+inline DeviceError setDevice(int d) { return FP8SCALE_RT(SetDevice)(d); }
+
+/// A stream; `nonBlocking`: it does not wait for the legacy default stream.
+inline DeviceError streamCreate(Stream* s, bool nonBlocking) {
+  return FP8SCALE_RT(StreamCreateWithFlags)(s, nonBlocking ? FP8SCALE_RT(StreamNonBlocking) : FP8SCALE_RT(StreamDefault));
+}
+inline DeviceError streamDestroy(Stream s) { return FP8SCALE_RT(StreamDestroy)(s); }
+inline DeviceError streamSynchronize(Stream s) { return FP8SCALE_RT(StreamSynchronize)(s); }
+
+inline DeviceError eventCreate(Event* e) { return FP8SCALE_RT(EventCreate)(e); }
+inline DeviceError eventDestroy(Event e) { return FP8SCALE_RT(EventDestroy)(e); }
+inline DeviceError eventRecord(Event e, Stream s) { return FP8SCALE_RT(EventRecord)(e, s); }
+inline DeviceError eventSynchronize(Event e) { return FP8SCALE_RT(EventSynchronize)(e); }
+/// Milliseconds from `start` to `stop`, both recorded and complete.
+inline DeviceError eventElapsedTime(float* ms, Event start, Event stop) {
+  return FP8SCALE_RT(EventElapsedTime)(ms, start, stop);
+}
+
+/// Stream capture into a graph (thread-local mode), and its replay.
+inline DeviceError streamBeginCapture(Stream s) {
+  return FP8SCALE_RT(StreamBeginCapture)(s, FP8SCALE_RT(StreamCaptureModeThreadLocal));
+}
+inline DeviceError streamEndCapture(Stream s, Graph* g) { return FP8SCALE_RT(StreamEndCapture)(s, g); }
+inline DeviceError graphInstantiate(GraphExec* exec, Graph g) {
+  return FP8SCALE_RT(GraphInstantiateWithFlags)(exec, g, 0);
+}
+inline DeviceError graphLaunch(GraphExec exec, Stream s) { return FP8SCALE_RT(GraphLaunch)(exec, s); }
+inline DeviceError graphDestroy(Graph g) { return FP8SCALE_RT(GraphDestroy)(g); }
+inline DeviceError graphExecDestroy(GraphExec exec) { return FP8SCALE_RT(GraphExecDestroy)(exec); }
+
+/// The largest dynamic shared memory one block of `device` may opt in to
+/// (NVIDIA: above the 48 KiB default; AMD: the LDS per workgroup, no opt-in).
+inline DeviceError maxSharedBytesPerBlock(int* bytes, int device) {
+#if defined(FP8SCALE_PLATFORM_HIP)
+  return hipDeviceGetAttribute(bytes, hipDeviceAttributeMaxSharedMemoryPerBlock, device);
+#else
+  return cudaDeviceGetAttribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+#endif
+}
+/// Lets `kernel` launch with up to `bytes` of dynamic shared memory.
+template <class... KernelArgs>
+inline DeviceError allowSharedBytes(void (*kernel)(KernelArgs...), int bytes) {
+  return FP8SCALE_RT(FuncSetAttribute)(reinterpret_cast<const void*>(kernel),
+                                       FP8SCALE_RT(FuncAttributeMaxDynamicSharedMemorySize), bytes);
+}
+#undef FP8SCALE_RT
+}  // namespace runtime
+
 namespace detail {
 
-// The runtime calls the allreduce communicator needs (allocation, IPC handles,
+// The runtime calls only the allreduce communicator needs (IPC handles,
 // occupancy), one spelling per vendor.
 #if defined(FP8SCALE_PLATFORM_HIP)
 using IpcMemHandle = hipIpcMemHandle_t;
-inline DeviceError devMalloc(void** p, std::size_t n) { return hipMalloc(p, n); }
-inline DeviceError devFree(void* p) { return hipFree(p); }
-inline DeviceError devMemset(void* p, int v, std::size_t n) { return hipMemset(p, v, n); }
-inline DeviceError devMemcpyToDevice(void* dst, const void* src, std::size_t n) {
-  return hipMemcpy(dst, src, n, hipMemcpyHostToDevice);
-}
-inline DeviceError devMemcpyToHostAsync(void* dst, const void* src, std::size_t n, Stream s) {
-  return hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToHost, s);
-}
-inline DeviceError devStreamSync(Stream s) { return hipStreamSynchronize(s); }
-inline DeviceError devGetDevice(int* d) { return hipGetDevice(d); }
 inline DeviceError devIpcGet(IpcMemHandle* h, void* p) { return hipIpcGetMemHandle(h, p); }
 inline DeviceError devIpcOpen(void** p, const IpcMemHandle& h) {
   return hipIpcOpenMemHandle(p, h, hipIpcMemLazyEnablePeerAccess);
@@ -271,17 +352,6 @@ inline DeviceError devBlocksPerSm(int* n, Kernel kernel, int threads) {
 }
 #else
 using IpcMemHandle = cudaIpcMemHandle_t;
-inline DeviceError devMalloc(void** p, std::size_t n) { return cudaMalloc(p, n); }
-inline DeviceError devFree(void* p) { return cudaFree(p); }
-inline DeviceError devMemset(void* p, int v, std::size_t n) { return cudaMemset(p, v, n); }
-inline DeviceError devMemcpyToDevice(void* dst, const void* src, std::size_t n) {
-  return cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
-}
-inline DeviceError devMemcpyToHostAsync(void* dst, const void* src, std::size_t n, Stream s) {
-  return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s);
-}
-inline DeviceError devStreamSync(Stream s) { return cudaStreamSynchronize(s); }
-inline DeviceError devGetDevice(int* d) { return cudaGetDevice(d); }
 inline DeviceError devIpcGet(IpcMemHandle* h, void* p) { return cudaIpcGetMemHandle(h, p); }
 inline DeviceError devIpcOpen(void** p, const IpcMemHandle& h) {
   return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess);
@@ -321,7 +391,7 @@ inline DeviceError cachedBlocksPerSm(int* n, Kernel kernel, int threads, int dev
 /// SMs (CUs) of the current device in *n, and its ordinal in *device;
 /// queried once per device and cached.
 inline DeviceError cachedSmCount(int* n, int* device) {
-  DeviceError e = devGetDevice(device);
+  DeviceError e = runtime::getDevice(device);
   if (e != kDeviceSuccess) return e;
   static std::mutex mutex;
   static std::map<int, int> sms;

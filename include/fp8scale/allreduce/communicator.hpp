@@ -127,7 +127,7 @@ constexpr int allreduceGridLimit(int blocksPerSm, int smCount, int ranksPerDevic
 
 namespace detail {
 
-// The runtime calls used here (devMalloc, devIpcOpen, ...) are platform.hpp's.
+// The runtime calls used here (runtime::malloc, detail::devIpcOpen, ...) are platform.hpp's.
 
 inline std::size_t alignBytes256(std::size_t n) { return (n + 255) / 256 * 256; }
 
@@ -177,8 +177,8 @@ class AllreduceCommunicator {
     }
     std::unique_ptr<AllreduceCommunicator> c(new AllreduceCommunicator(world, rank, options, ranksPerDevice));
     if (Status s = c->init(regions); !s) return s;
-    DeviceError e = detail::devMemset(regions[rank], 0, kSignalPadBytes);
-    if (e == kDeviceSuccess) e = detail::devStreamSync(nullptr);  // done before any peer can signal
+    DeviceError e = runtime::memset(regions[rank], 0, kSignalPadBytes);
+    if (e == kDeviceSuccess) e = runtime::streamSynchronize(nullptr);  // done before any peer can signal
     if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
     return Result<std::unique_ptr<AllreduceCommunicator>>(std::move(c));
   }
@@ -195,12 +195,12 @@ class AllreduceCommunicator {
     if (Status s = checkWorld(fn, world, rank); !s) return s;
     if (!exchange) return Status::error(StatusCode::kInvalidValue, fn, "exchange", "no exchange function");
     void* own = nullptr;
-    DeviceError e = detail::devMalloc(&own, rankBytes(options.bufferBytes));
+    DeviceError e = runtime::malloc(&own, rankBytes(options.bufferBytes));
     if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
     std::unique_ptr<AllreduceCommunicator> c(new AllreduceCommunicator(world, rank, options, 1));
     c->ownedRegion_ = own;
-    e = detail::devMemset(own, 0, kSignalPadBytes);
-    if (e == kDeviceSuccess) e = detail::devStreamSync(nullptr);  // zeroed before the exchange lets peers in
+    e = runtime::memset(own, 0, kSignalPadBytes);
+    if (e == kDeviceSuccess) e = runtime::streamSynchronize(nullptr);  // zeroed before the exchange lets peers in
     if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
     std::vector<void*> regions(world, nullptr);
     regions[rank] = own;
@@ -223,7 +223,7 @@ class AllreduceCommunicator {
   /// that barrier.
   ~AllreduceCommunicator() {
     for (void* p : opened_) (void)detail::devIpcClose(p);
-    if (ownedRegion_ != nullptr) (void)detail::devFree(ownedRegion_);
+    if (ownedRegion_ != nullptr) (void)runtime::free(ownedRegion_);
   }
 
   int world() const { return world_; }
@@ -322,8 +322,8 @@ class AllreduceCommunicator {
   /// the peer rank (value) and barrier (limit: 1 start, 2 mid, 3 end).
   Status checkErrors(Stream stream) const {
     AllreduceErrorRecord rec;
-    DeviceError e = detail::devMemcpyToHostAsync(&rec, &pads_[rank_]->error, sizeof(rec), stream);
-    if (e == kDeviceSuccess) e = detail::devStreamSync(stream);
+    DeviceError e = runtime::memcpyAsync(&rec, &pads_[rank_]->error, sizeof(rec), runtime::Copy::DeviceToHost, stream);
+    if (e == kDeviceSuccess) e = runtime::streamSynchronize(stream);
     if (e != kDeviceSuccess) return Status::fromDevice("AllreduceCommunicator::checkErrors", e);
     return allreduceErrorStatus(rec);
   }
@@ -332,8 +332,8 @@ class AllreduceCommunicator {
   /// synchronously. Every rank must reset, with no call of any rank in
   /// flight, before the next call (a collective, like creation).
   Status reset() const {
-    DeviceError e = detail::devMemset(pads_[rank_], 0, kSignalPadBytes);
-    if (e == kDeviceSuccess) e = detail::devStreamSync(nullptr);
+    DeviceError e = runtime::memset(pads_[rank_], 0, kSignalPadBytes);
+    if (e == kDeviceSuccess) e = runtime::streamSynchronize(nullptr);
     return e == kDeviceSuccess ? Status::ok() : Status::fromDevice("AllreduceCommunicator::reset", e);
   }
 
@@ -368,7 +368,7 @@ class AllreduceCommunicator {
 
   Status init(const std::vector<void*>& regions) {
     const char* fn = "AllreduceCommunicator::init";
-    DeviceError e = detail::devGetDevice(&device_);
+    DeviceError e = runtime::getDevice(&device_);
     DeviceInfo info;
     if (e == kDeviceSuccess) e = queryDevice(device_, info);
     if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
@@ -388,8 +388,8 @@ class AllreduceCommunicator {
     registered_.insert(registered_.begin(), staging);
     // This rank's table, in its own region (its view of every rank's memory).
     table_ = reinterpret_cast<AllreduceRankTable*>(static_cast<char*>(regions[rank_]) + kSignalPadBytes);
-    e = detail::devMemcpyToDevice(table_, &table, sizeof(table));
-    if (e == kDeviceSuccess) e = detail::devStreamSync(nullptr);
+    e = runtime::memcpy(table_, &table, sizeof(table), runtime::Copy::HostToDevice);
+    if (e == kDeviceSuccess) e = runtime::streamSynchronize(nullptr);
     if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
     return Status::ok();
   }
@@ -477,10 +477,10 @@ class SimulatedAllreduceGroup {
     SimulatedAllreduceGroup g;
     for (int p = 0; p < world; ++p) {
       void* r = nullptr;
-      DeviceError e = detail::devMalloc(&r, AllreduceCommunicator::rankBytes(options.bufferBytes));
+      DeviceError e = runtime::malloc(&r, AllreduceCommunicator::rankBytes(options.bufferBytes));
       if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
       g.regions_.push_back(r);
-      e = detail::devMemset(r, 0, kSignalPadBytes);
+      e = runtime::memset(r, 0, kSignalPadBytes);
       if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
     }
     for (int p = 0; p < world; ++p) {
@@ -517,7 +517,7 @@ class SimulatedAllreduceGroup {
  private:
   void release() {
     ranks_.clear();
-    for (void* r : regions_) (void)detail::devFree(r);
+    for (void* r : regions_) (void)runtime::free(r);
     regions_.clear();
   }
   std::vector<std::unique_ptr<AllreduceCommunicator>> ranks_;

@@ -69,7 +69,7 @@ class NcclRmsNormQuantFallback {
     if (r != ncclSuccess) return ncclStatus(fn, r);
     f.maxMessageBytes_ = maxMessageBytes;
     const DeviceError e =
-        detail::devMalloc(&f.gathered_, maxMessageBytes * (static_cast<std::size_t>(f.world_) + 1));
+        runtime::malloc(&f.gathered_, maxMessageBytes * (static_cast<std::size_t>(f.world_) + 1));
     if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
     return Result<NcclRmsNormQuantFallback>(std::move(f));
   }
@@ -118,7 +118,7 @@ class NcclRmsNormQuantFallback {
     return s;
   }
   void release() {
-    if (gathered_ != nullptr) (void)detail::devFree(gathered_);
+    if (gathered_ != nullptr) (void)runtime::free(gathered_);
     gathered_ = nullptr;
   }
 
