@@ -1,8 +1,8 @@
-// Producer benchmarks (Google Benchmark, GPU time from CUDA events over CUDA
-// graph replays of kLaunchesPerGraph launches). Every figure comes with its
-// baselines from the same run: a large device-to-device copy (bandwidth
-// ceiling, bytes read + written), a copy of the producer's own input bytes
-// (small-M latency baseline) and an empty kernel (launch floor).
+// Producer benchmarks (Google Benchmark, GPU time from events over graph
+// replays of kLaunchesPerGraph launches; one source for CUDA and HIP). Every
+// figure comes with its baselines from the same run: a large device-to-device
+// copy (bandwidth ceiling, bytes read + written), a copy of the producer's own
+// input bytes (small-M latency baseline) and an empty kernel (launch floor).
 //
 //   bench_producers [--benchmark_out=FILE --benchmark_out_format=json] [--quick]
 //
@@ -27,11 +27,17 @@
 // scale_store/... entries force each L2 policy of the scale stores
 // (QuantOptions::scaleStore), also with an L2 flush after every call.
 #include <benchmark/benchmark.h>
+
+#include "fp8scale/platform.hpp"
+#if defined(FP8SCALE_PLATFORM_CUDA)
+// The CUDA-only entries: thread-block clusters (move_bytes/.../cluster_k) and
+// the naive/ calibration kernels, written with CUDA's bf16 / fp8 intrinsics
+// and cub. A HIP build has every other entry.
 #include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
-#include <cuda_runtime.h>
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -57,7 +63,9 @@ const std::vector<index_t> kRows = {1, 2, 4, 8, 16, 32, 64, 128, 512, 2048, 8192
 /// M % 4 == 3 (odd_m/... entries): ld = align(M, 4) has a padding slot a column.
 const std::vector<index_t> kOddRows = {3, 127, 2047, 8191, 65535};
 
-cudaStream_t gStream;
+Stream gStream;
+/// SMs (CUs) of the device, for the grids of the copy kernels.
+int gSms = 0;
 
 /// Seconds per call of `body` on gStream (support/graph_timing.cuh).
 double timePerCall(const std::function<void()>& body) { return bench::timePerCall(gStream, body); }
@@ -81,7 +89,7 @@ double timeCalls(benchmark::State& state, const std::function<void()>& call) {
 
 __global__ void emptyKernel() {}
 
-/// The bandwidth baseline next to cudaMemcpyAsync: 16-byte loads and stores,
+/// The bandwidth baseline next to the runtime's device-to-device memcpyAsync: 16-byte loads and stores,
 /// four in flight per thread, grid-stride.
 __global__ void __launch_bounds__(256) copyKernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                                   std::size_t n) {
@@ -225,6 +233,7 @@ __global__ void __launch_bounds__(1024) moveRowBlockKernel(const uint4* x, uint4
 /// taken from its loads in shared memory, the cluster syncs, every block
 /// reads all of them through distributed shared memory, the cluster syncs
 /// again so that no block exits while another still reads its memory).
+#if defined(FP8SCALE_PLATFORM_CUDA)
 template <int kCluster>
 __global__ void __launch_bounds__(1024 / kCluster) moveRowClusterKernel(const uint4* x, uint4* r, const uint4* w,
                                                                         uint2* out8, int vecs) {
@@ -370,6 +379,8 @@ __global__ void __launch_bounds__(256) naiveRmsNormQuantKernel(const __nv_bfloat
   }
 }
 
+#endif  // FP8SCALE_PLATFORM_CUDA
+
 /// Device buffers sized for the largest case, reused by every benchmark.
 struct Buffers {
   BFloat16* x = nullptr;     // [65536, 2 * 3072] or [65536, 7168]
@@ -389,25 +400,25 @@ void allocate() {
   const std::size_t xElems = static_cast<std::size_t>(maxM) * 2 * 3072 > static_cast<std::size_t>(maxM) * kHidden
                                  ? static_cast<std::size_t>(maxM) * 2 * 3072
                                  : static_cast<std::size_t>(maxM) * kHidden;
-  BENCH_CHECK(cudaMalloc(&gBuf.x, xElems * 2));
-  BENCH_CHECK(cudaMalloc(&gBuf.r, static_cast<std::size_t>(maxM) * kHidden * 2));
-  BENCH_CHECK(cudaMalloc(&gBuf.w, kHidden * 2));
-  BENCH_CHECK(cudaMalloc(&gBuf.q, static_cast<std::size_t>(maxM) * kHidden));
-  BENCH_CHECK(cudaMalloc(&gBuf.s, static_cast<std::size_t>(alignUp(maxM, 4)) * 56 * 4));
-  BENCH_CHECK(cudaMalloc(&gBuf.sRow, static_cast<std::size_t>(maxM) * 56 * 4));
+  BENCH_CHECK(runtime::malloc(&gBuf.x, xElems * 2));
+  BENCH_CHECK(runtime::malloc(&gBuf.r, static_cast<std::size_t>(maxM) * kHidden * 2));
+  BENCH_CHECK(runtime::malloc(&gBuf.w, kHidden * 2));
+  BENCH_CHECK(runtime::malloc(&gBuf.q, static_cast<std::size_t>(maxM) * kHidden));
+  BENCH_CHECK(runtime::malloc(&gBuf.s, static_cast<std::size_t>(alignUp(maxM, 4)) * 56 * 4));
+  BENCH_CHECK(runtime::malloc(&gBuf.sRow, static_cast<std::size_t>(maxM) * 56 * 4));
   gBuf.copyBytes = static_cast<std::size_t>(maxM) * kHidden * 4;  // the largest input (RMSNorm: x + residual)
-  BENCH_CHECK(cudaMalloc(&gBuf.copySrc, gBuf.copyBytes));
-  BENCH_CHECK(cudaMalloc(&gBuf.copyDst, gBuf.copyBytes));
+  BENCH_CHECK(runtime::malloc(&gBuf.copySrc, gBuf.copyBytes));
+  BENCH_CHECK(runtime::malloc(&gBuf.copyDst, gBuf.copyBytes));
   // Activation-like data (never zeros: zeros can run faster than real data).
   std::vector<BFloat16> host(xElems);
   std::mt19937 rng(3);
   std::normal_distribution<float> n(0.0f, 1.0f);
   for (std::size_t i = 0; i < std::min<std::size_t>(host.size(), std::size_t{1} << 24); ++i) host[i] = toBFloat16(n(rng));
   for (std::size_t i = std::size_t{1} << 24; i < host.size(); ++i) host[i] = host[i % (std::size_t{1} << 24)];
-  BENCH_CHECK(cudaMemcpy(gBuf.x, host.data(), xElems * 2, cudaMemcpyHostToDevice));
-  BENCH_CHECK(cudaMemcpy(gBuf.r, host.data(), static_cast<std::size_t>(maxM) * kHidden * 2, cudaMemcpyHostToDevice));
-  BENCH_CHECK(cudaMemcpy(gBuf.w, host.data(), kHidden * 2, cudaMemcpyHostToDevice));
-  BENCH_CHECK(cudaMemset(gBuf.copySrc, 0x3C, gBuf.copyBytes));
+  BENCH_CHECK(runtime::memcpy(gBuf.x, host.data(), xElems * 2, runtime::Copy::HostToDevice));
+  BENCH_CHECK(runtime::memcpy(gBuf.r, host.data(), static_cast<std::size_t>(maxM) * kHidden * 2, runtime::Copy::HostToDevice));
+  BENCH_CHECK(runtime::memcpy(gBuf.w, host.data(), kHidden * 2, runtime::Copy::HostToDevice));
+  BENCH_CHECK(runtime::memset(gBuf.copySrc, 0x3C, gBuf.copyBytes));
 }
 
 // Baselines measured first, read by the producer benchmarks.
@@ -418,7 +429,7 @@ double inputCopyTime(std::size_t bytes) {
   auto it = gInputCopyTime.find(bytes);
   if (it != gInputCopyTime.end()) return it->second;
   const double t = timePerCall([bytes] {
-    BENCH_CHECK(cudaMemcpyAsync(gBuf.copyDst, gBuf.copySrc, bytes, cudaMemcpyDeviceToDevice, gStream));
+    BENCH_CHECK(runtime::memcpyAsync(gBuf.copyDst, gBuf.copySrc, bytes, runtime::Copy::DeviceToDevice, gStream));
   });
   gInputCopyTime[bytes] = t;
   return t;
@@ -437,13 +448,13 @@ void report(benchmark::State& state, double seconds, double bytes, std::size_t i
   state.counters["M"] = static_cast<double>(state.range(0));
 }
 
-/// Seconds per 256 MiB copy (4x the L2): kind 0 = cudaMemcpyAsync, 1 = copyKernel.
+/// Seconds per 256 MiB copy (4x the L2): kind 0 = runtime::memcpyAsync, 1 = copyKernel.
 double timeLargeCopy(int kind) {
-  const std::size_t bytes = std::size_t{256} << 20;
-  return kind == 0 ? timePerCall([bytes] {
-    BENCH_CHECK(cudaMemcpyAsync(gBuf.copyDst, gBuf.copySrc, bytes, cudaMemcpyDeviceToDevice, gStream));
-  }) : timePerCall([bytes] {
-    copyKernel<<<132 * 8, 256, 0, gStream>>>(static_cast<const uint4*>(gBuf.copySrc), static_cast<uint4*>(gBuf.copyDst),
+  constexpr std::size_t bytes = std::size_t{256} << 20;
+  return kind == 0 ? timePerCall([] {
+    BENCH_CHECK(runtime::memcpyAsync(gBuf.copyDst, gBuf.copySrc, bytes, runtime::Copy::DeviceToDevice, gStream));
+  }) : timePerCall([] {
+    copyKernel<<<gSms * 8, 256, 0, gStream>>>(static_cast<const uint4*>(gBuf.copySrc), static_cast<uint4*>(gBuf.copyDst),
                                             bytes / 16);
   });
 }
@@ -515,8 +526,7 @@ void BM_MoveBytesInPlace(benchmark::State& state) {
 template <int kBlocksPerSm, bool kInPlace>
 void BM_MoveRows(benchmark::State& state) {
   const index_t M = state.range(0);
-  int sms = 0;
-  BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int sms = gSms;
   timeRmsMove(state, [&] {
     moveRowsKernel<4><<<static_cast<unsigned>(std::min<index_t>(M, index_t{sms} * kBlocksPerSm)), 256, 0, gStream>>>(
         reinterpret_cast<const uint4*>(gBuf.x), reinterpret_cast<const uint4*>(gBuf.r),
@@ -535,6 +545,7 @@ void BM_MoveRowBlock(benchmark::State& state) {
   });
 }
 
+#if defined(FP8SCALE_PLATFORM_CUDA)
 /// moveRowClusterKernel over M rows of K = 7168, one cluster of kCluster
 /// blocks a row.
 template <int kCluster>
@@ -556,6 +567,8 @@ void BM_MoveRowCluster(benchmark::State& state) {
                                    reinterpret_cast<uint2*>(gBuf.q), kHidden / 8));
   });
 }
+
+#endif  // FP8SCALE_PLATFORM_CUDA
 
 template <class Layout>
 ScaleView<float, Layout> scaleView(index_t M, index_t G);
@@ -586,7 +599,7 @@ ScaleView<float, Layout> entryScaleView(index_t M, index_t G) {
 /// evict_last most likely survive it: the copy's own lines go first.
 void flushL2() {
   const std::size_t bytes = std::size_t{64} << 20;
-  copyKernel<<<132 * 8, 256, 0, gStream>>>(static_cast<const uint4*>(gBuf.copySrc), static_cast<uint4*>(gBuf.copyDst),
+  copyKernel<<<gSms * 8, 256, 0, gStream>>>(static_cast<const uint4*>(gBuf.copySrc), static_cast<uint4*>(gBuf.copyDst),
                                           bytes / 16);
 }
 
@@ -724,6 +737,7 @@ void BM_SiluClampQuant(benchmark::State& state) {
   state.counters["I"] = static_cast<double>(I);
 }
 
+#if defined(FP8SCALE_PLATFORM_CUDA)
 /// naiveGroupQuantKernel (calibration): args (M) for group quant (K = 7168),
 /// (M, I) for SiLU-clamp; reported with the producer entries' byte counts.
 template <bool kSilu, bool kColMajor>
@@ -733,7 +747,7 @@ void BM_Naive(benchmark::State& state) {
   const auto blocks = static_cast<unsigned>((M * G + 15) / 16);
   const double t = timeCalls(state, [&] {
     naiveGroupQuantKernel<kSilu, kColMajor><<<blocks, 256, 0, gStream>>>(x, M, N, gBuf.q, gBuf.s);
-    BENCH_CHECK(cudaGetLastError());
+    BENCH_CHECK(deviceLastError());
   });
   const double bytesPerValue = kSilu ? 5.0 : 3.0;
   const index_t inputBytesPerValue = kSilu ? 4 : 2;
@@ -753,10 +767,11 @@ void BM_NaiveRmsNorm(benchmark::State& state) {
     naiveRmsNormQuantKernel<kColMajor><<<static_cast<unsigned>(M), 256, 0, gStream>>>(
         reinterpret_cast<const __nv_bfloat16*>(gBuf.x), reinterpret_cast<__nv_bfloat16*>(gBuf.r),
         reinterpret_cast<const __nv_bfloat16*>(gBuf.w), M, gBuf.q, gBuf.s);
-    BENCH_CHECK(cudaGetLastError());
+    BENCH_CHECK(deviceLastError());
   });
   report(state, t, rmsBytes(M, K), rmsInputBytes(M, K));
 }
+#endif  // FP8SCALE_PLATFORM_CUDA
 
 /// The old way and the new way of feeding a column-major consumer: row-major
 /// emit + materialize (two launches) vs transposed emit (one), group quant.
@@ -817,7 +832,7 @@ void launchTuneGroupTile(const Load& load, index_t M, index_t G, const Fp8Matrix
   expectOk(grid.status);
   kernel<<<dim3(static_cast<unsigned>(grid.gridX), static_cast<unsigned>(grid.gridY)), kThreads, 0, gStream>>>(
       load, M, G, q, sv, E4M3FN::kMax, kDefaultAmaxEps, grid.tileRows, grid.tileGroups);
-  BENCH_CHECK(cudaGetLastError());
+  BENCH_CHECK(deviceLastError());
 }
 
 /// What a group-tile tuning entry quantizes: its load, its output columns
@@ -1008,12 +1023,14 @@ void registerAll(bool quick) {
         ->Arg(M)->UseManualTime()->Iterations(3);
     benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/block_per_row/barrier", BM_MoveRowBlock<true>)
         ->Arg(M)->UseManualTime()->Iterations(3);
+#if defined(FP8SCALE_PLATFORM_CUDA)
     benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/cluster_2", BM_MoveRowCluster<2>)
         ->Arg(M)->UseManualTime()->Iterations(3);
     benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/cluster_4", BM_MoveRowCluster<4>)
         ->Arg(M)->UseManualTime()->Iterations(3);
     benchmark::RegisterBenchmark("move_bytes/rmsnorm_quant/cluster_8", BM_MoveRowCluster<8>)
         ->Arg(M)->UseManualTime()->Iterations(3);
+#endif
   }
   reg("group_quant/row_major", BM_GroupQuant<RowMajor>);
   reg("group_quant/col_major", BM_GroupQuant<ColMajor>);
@@ -1043,6 +1060,7 @@ void registerAll(bool quick) {
                                    BM_SiluClampQuant<ColMajor, false, kPlainStores, 4>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
     }
+#if defined(FP8SCALE_PLATFORM_CUDA)
   // Calibration: the plain kernels the bandwidth targets are stated against.
   reg("naive/group_quant/row_major", BM_Naive<false, false>);
   reg("naive/group_quant/col_major", BM_Naive<false, true>);
@@ -1055,6 +1073,7 @@ void registerAll(bool quick) {
       benchmark::RegisterBenchmark("naive/silu_clamp_quant/col_major", BM_Naive<true, true>)
           ->Args({M, I})->UseManualTime()->Iterations(3);
     }
+#endif
   // M % 4 == 3: column-major with ld = M (no padding slots) and with
   // ld = align(M, 4) (one padding slot a column, written by the launch's
   // padding tile), against row-major at the same M.
@@ -1113,11 +1132,14 @@ int main(int argc, char** argv) {
   }
   int n = static_cast<int>(args.size());
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::printf("bench_producers: no CUDA device; nothing to measure\n");
+  if (runtime::getDeviceCount(&count) != kDeviceSuccess || count == 0) {
+    std::printf("bench_producers: no GPU; nothing to measure\n");
     return 0;
   }
-  BENCH_CHECK(cudaStreamCreateWithFlags(&gStream, cudaStreamNonBlocking));
+  DeviceInfo info;
+  BENCH_CHECK(queryDevice(0, info));
+  gSms = info.multiProcessorCount;
+  BENCH_CHECK(runtime::streamCreate(&gStream, true));
   allocate();
   const double bytes = 2.0 * static_cast<double>(std::size_t{256} << 20);
   gCopyBandwidth = bytes / std::min(timeLargeCopy(0), timeLargeCopy(1));

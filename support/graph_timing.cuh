@@ -1,10 +1,9 @@
 // The timing helpers the benchmarks (benchmarks/) and the programs (apps/)
-// share: a CUDA error check that ends the run, a Status check, and the time
-// per call of a body of GPU work, taken from CUDA events around CUDA-graph
-// replays. Not part of the library: both include it from support/.
+// share: a runtime error check that ends the run, a Status check, and the
+// time per call of a body of GPU work, taken from events around graph
+// replays. One source for CUDA and HIP (fp8scale::runtime, platform.hpp).
+// Not part of the library: both include it from support/.
 #pragma once
-
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,13 +11,15 @@
 #include <functional>
 #include <vector>
 
+#include "fp8scale/platform.hpp"
 #include "fp8scale/status.hpp"
 
 #define BENCH_CHECK(call)                                                                        \
   do {                                                                                           \
-    const cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+    const ::fp8scale::DeviceError e_ = (call);                                                   \
+    if (e_ != ::fp8scale::kDeviceSuccess) {                                                      \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,                           \
+                   ::fp8scale::deviceErrorString(e_));                                           \
       std::exit(1);                                                                              \
     }                                                                                            \
   } while (0)
@@ -50,50 +51,50 @@ struct GraphTiming {
 /// what)`, which ends the run or throws; the graph, its instance, the events
 /// and an open capture are released on either path.
 template <class Check>
-double timeGraphReplays(cudaStream_t stream, const std::function<void()>& body, const std::function<void()>& prepare,
+double timeGraphReplays(Stream stream, const std::function<void()>& body, const std::function<void()>& prepare,
                         const GraphTiming& t, const Check& check) {
   struct Resources {
-    cudaStream_t stream;
+    Stream stream;
     bool capturing = false;
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    cudaEvent_t start = nullptr, stop = nullptr;
+    runtime::Graph graph = nullptr;
+    runtime::GraphExec exec = nullptr;
+    runtime::Event start = nullptr, stop = nullptr;
     ~Resources() {
       if (capturing) {
-        cudaGraph_t partial = nullptr;
-        cudaStreamEndCapture(stream, &partial);
-        if (partial != nullptr) cudaGraphDestroy(partial);
+        runtime::Graph partial = nullptr;
+        (void)runtime::streamEndCapture(stream, &partial);
+        if (partial != nullptr) (void)runtime::graphDestroy(partial);
       }
-      if (start != nullptr) cudaEventDestroy(start);
-      if (stop != nullptr) cudaEventDestroy(stop);
-      if (exec != nullptr) cudaGraphExecDestroy(exec);
-      if (graph != nullptr) cudaGraphDestroy(graph);
+      if (start != nullptr) (void)runtime::eventDestroy(start);
+      if (stop != nullptr) (void)runtime::eventDestroy(stop);
+      if (exec != nullptr) (void)runtime::graphExecDestroy(exec);
+      if (graph != nullptr) (void)runtime::graphDestroy(graph);
     }
   } r{stream};
-  if (t.launches < 1 || t.reps < 1) check(cudaErrorInvalidValue, "timeGraphReplays: launches and reps must be >= 1");
+  if (t.launches < 1 || t.reps < 1) check(runtime::kErrorInvalidValue, "timeGraphReplays: launches and reps must be >= 1");
   if (t.callOutsideCapture) {
     body();
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    check(runtime::streamSynchronize(stream), "streamSynchronize");
   }
-  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  check(runtime::streamBeginCapture(stream), "streamBeginCapture");
   r.capturing = true;
   for (int i = 0; i < t.launches; ++i) body();
   r.capturing = false;
-  check(cudaStreamEndCapture(stream, &r.graph), "cudaStreamEndCapture");
-  check(cudaGraphInstantiate(&r.exec, r.graph, 0), "cudaGraphInstantiate");
-  check(cudaEventCreate(&r.start), "cudaEventCreate");
-  check(cudaEventCreate(&r.stop), "cudaEventCreate");
+  check(runtime::streamEndCapture(stream, &r.graph), "streamEndCapture");
+  check(runtime::graphInstantiate(&r.exec, r.graph), "graphInstantiate");
+  check(runtime::eventCreate(&r.start), "eventCreate");
+  check(runtime::eventCreate(&r.stop), "eventCreate");
   if (prepare) prepare();
-  check(cudaGraphLaunch(r.exec, stream), "cudaGraphLaunch");  // warm-up
-  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  check(runtime::graphLaunch(r.exec, stream), "graphLaunch");  // warm-up
+  check(runtime::streamSynchronize(stream), "streamSynchronize");
   std::vector<float> ms(static_cast<std::size_t>(t.reps));
   for (float& m : ms) {
     if (prepare) prepare();
-    check(cudaEventRecord(r.start, stream), "cudaEventRecord");
-    check(cudaGraphLaunch(r.exec, stream), "cudaGraphLaunch");
-    check(cudaEventRecord(r.stop, stream), "cudaEventRecord");
-    check(cudaEventSynchronize(r.stop), "cudaEventSynchronize");
-    check(cudaEventElapsedTime(&m, r.start, r.stop), "cudaEventElapsedTime");
+    check(runtime::eventRecord(r.start, stream), "eventRecord");
+    check(runtime::graphLaunch(r.exec, stream), "graphLaunch");
+    check(runtime::eventRecord(r.stop, stream), "eventRecord");
+    check(runtime::eventSynchronize(r.stop), "eventSynchronize");
+    check(runtime::eventElapsedTime(&m, r.start, r.stop), "eventElapsedTime");
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2] * 1e-3 / t.launches;
@@ -101,12 +102,12 @@ double timeGraphReplays(cudaStream_t stream, const std::function<void()>& body, 
 
 /// timeGraphReplays with kLaunchesPerGraph calls, `reps` replays and a CUDA
 /// error ending the run (the benchmarks' policy).
-inline double timePerCall(cudaStream_t stream, const std::function<void()>& body, int reps = 15) {
+inline double timePerCall(Stream stream, const std::function<void()>& body, int reps = 15) {
   GraphTiming t;
   t.reps = reps;
-  return timeGraphReplays(stream, body, {}, t, [](cudaError_t e, const char* what) {
-    if (e != cudaSuccess) {
-      std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+  return timeGraphReplays(stream, body, {}, t, [](DeviceError e, const char* what) {
+    if (e != kDeviceSuccess) {
+      std::fprintf(stderr, "%s: %s\n", what, deviceErrorString(e));
       std::exit(1);
     }
   });

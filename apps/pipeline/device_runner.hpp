@@ -1,10 +1,13 @@
-// fp8scale-pipeline, GPU path (CUDA builds): the device producers,
-// materialize and cuBLASLt's block-scaled fp8 GEMM
-// (consumers/cublaslt_block_gemm.hpp) on one stream.
+// fp8scale-pipeline, GPU path: the device producers, materialize and (CUDA)
+// cuBLASLt's block-scaled fp8 GEMM (consumers/cublaslt_block_gemm.hpp) on one
+// stream. HIP builds run the producers and materialize on the AMD GPU and
+// take the GEMM at the checked columns from the host fp64 reference
+// (site_checks.hpp's sampledGemm, as the host path does): no block-scaled
+// GEMM is wired for AMD here, so their "+ GEMM" times are not measured.
 //
 // Per site and M, both paths first run once from the same inputs and their
 // results are copied back for the checks (site_checks.hpp). Then each path is
-// timed twice with CUDA events around the replay of a CUDA graph of `iters`
+// timed twice with events around the replay of a graph of `iters`
 // calls: the producer side alone (producer, + materialize on the old path)
 // and the producer side + GEMM; the median of kReplays replays, divided by
 // `iters`. RMSNorm updates its residual in place, so the residual is restored
@@ -13,10 +16,13 @@
 
 #include "fp8scale/platform.hpp"
 
-#if defined(FP8SCALE_PLATFORM_CUDA)
+#if defined(FP8SCALE_HAS_DEVICE)
 
-#include <cuda_runtime.h>
+#if defined(FP8SCALE_PLATFORM_CUDA)
 #include <dlfcn.h>
+#endif
+
+#include <limits>
 
 #include <algorithm>
 #include <cstring>
@@ -27,7 +33,9 @@
 #include <vector>
 
 #include "graph_timing.cuh"
+#if defined(FP8SCALE_PLATFORM_CUDA)
 #include "fp8scale/consumers/cublaslt_block_gemm.hpp"
+#endif
 #include "fp8scale/consumers/weight_block_quant.hpp"
 #include "fp8scale/fp8scale.hpp"
 #include "pipeline/site_checks.hpp"
@@ -39,8 +47,15 @@ namespace pipeline {
 /// Replays per timing; the median is reported.
 constexpr int kReplays = 7;
 
-inline void checkCuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+/// Whether this build runs the GEMM on the GPU (CUDA: cuBLASLt).
+#if defined(FP8SCALE_PLATFORM_CUDA)
+constexpr bool kDeviceGemm = true;
+#else
+constexpr bool kDeviceGemm = false;
+#endif
+
+inline void checkDevice(DeviceError e, const char* what) {
+  if (e != kDeviceSuccess) throw std::runtime_error(std::string(what) + ": " + deviceErrorString(e));
 }
 inline void checkStatus(const Status& s) {
   if (!s) throw std::runtime_error(s.message());
@@ -52,10 +67,10 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(std::size_t n) : n_(n) {
-    if (n > 0) checkCuda(cudaMalloc(&p_, n * sizeof(T)), "cudaMalloc");
+    if (n > 0) checkDevice(runtime::malloc(&p_, n * sizeof(T)), "malloc");
   }
   ~DeviceBuffer() {
-    if (p_ != nullptr) cudaFree(p_);
+    if (p_ != nullptr) (void)runtime::free(p_);
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -74,23 +89,26 @@ class DeviceBuffer {
 };
 
 /// Host -> device copy on `stream`, finished on return. (The legacy-stream
-/// cudaMemcpy would not be ordered with the non-blocking stream's work.)
+/// a plain memcpy would not be ordered with the non-blocking stream's work.)
 template <class T>
-void upload(T* dst, const T* src, std::size_t n, cudaStream_t stream) {
+void upload(T* dst, const T* src, std::size_t n, Stream stream) {
   if (n == 0) return;
-  checkCuda(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (to device)");
-  checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (upload)");
+  checkDevice(runtime::memcpyAsync(dst, src, n * sizeof(T), runtime::Copy::HostToDevice, stream),
+              "memcpyAsync (to device)");
+  checkDevice(runtime::streamSynchronize(stream), "streamSynchronize (upload)");
 }
 /// Device -> host copy of n elements on `stream`, after the stream's earlier work.
 template <class T>
-std::vector<T> download(const T* src, std::size_t n, cudaStream_t stream) {
+std::vector<T> download(const T* src, std::size_t n, Stream stream) {
   std::vector<T> out(n);
   if (n == 0) return out;
-  checkCuda(cudaMemcpyAsync(out.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (to host)");
-  checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (download)");
+  checkDevice(runtime::memcpyAsync(out.data(), src, n * sizeof(T), runtime::Copy::DeviceToHost, stream),
+              "memcpyAsync (to host)");
+  checkDevice(runtime::streamSynchronize(stream), "streamSynchronize (download)");
   return out;
 }
 
+#if defined(FP8SCALE_PLATFORM_CUDA)
 /// Whether the CUDA driver library (libcuda.so.1) is installed.
 inline bool driverLibraryLoads() {
   void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
@@ -99,65 +117,89 @@ inline bool driverLibraryLoads() {
   return true;
 }
 
-/// The GPU: a stream and the cuBLASLt GEMM. create() fails (with the reason)
-/// when there is no usable GPU; the program then takes the host path.
+/// Why the CUDA runtime found no device it can use ("" when it did).
+inline std::string noDeviceReason(DeviceError e, int count) {
+  if (e == cudaSuccess) return count > 0 ? "" : "no CUDA device or driver found";
+  // The runtime reports a missing driver as one "insufficient" for it: only a
+  // driver library that loads is an old driver.
+  if (e == cudaErrorNoDevice || (e == cudaErrorInsufficientDriver && !driverLibraryLoads()))
+    return "no CUDA device or driver found";
+  if (e == cudaErrorInsufficientDriver) return "the CUDA driver is older than this build's CUDA runtime";
+  return std::string("no usable CUDA device (getDeviceCount: ") + deviceErrorString(e) + ")";
+}
+#else
+/// Why the HIP runtime found no device it can use ("" when it did).
+inline std::string noDeviceReason(DeviceError e, int count) {
+  if (e == hipSuccess) return count > 0 ? "" : "no AMD GPU found";
+  if (e == hipErrorNoDevice) return "no AMD GPU found";
+  return std::string("no usable AMD GPU (getDeviceCount: ") + deviceErrorString(e) + ")";
+}
+#endif
+
+/// The GPU: a stream and (CUDA) the cuBLASLt GEMM. create() fails (with the
+/// reason) when there is no usable GPU; the program then takes the host path.
 class GpuContext {
  public:
   static std::string create(GpuContext& ctx) {
     int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess) {
-      cudaGetLastError();  // clear the sticky-free error state of a failed query
-      // The runtime reports a missing driver as one "insufficient" for it:
-      // only a driver library that loads is an old driver.
-      if (e == cudaErrorNoDevice || (e == cudaErrorInsufficientDriver && !driverLibraryLoads()))
-        return "no CUDA device or driver found";
-      if (e == cudaErrorInsufficientDriver) return "the CUDA driver is older than this build's CUDA runtime";
-      return std::string("no usable CUDA device (cudaGetDeviceCount: ") + cudaGetErrorString(e) + ")";
-    }
-    if (count == 0) return "no CUDA device or driver found";
-    if (cudaSetDevice(0) != cudaSuccess) return "cudaSetDevice(0) failed";
+    const DeviceError e = runtime::getDeviceCount(&count);
+    (void)deviceLastError();  // a failed query leaves an error the next check would read
+    if (std::string why = noDeviceReason(e, count); !why.empty()) return why;
+    if (runtime::setDevice(0) != kDeviceSuccess) return "setDevice(0) failed";
+#if defined(FP8SCALE_PLATFORM_CUDA)
     auto gemm = CublasLtBlockGemm::create();
     if (!gemm) return "cuBLASLt block-scaled GEMM unavailable: " + gemm.status().message();
     ctx.gemm_ = std::move(gemm.value());
-    if (cudaStreamCreateWithFlags(&ctx.stream_, cudaStreamNonBlocking) != cudaSuccess) return "cudaStreamCreate failed";
+#endif
+    if (runtime::streamCreate(&ctx.stream_, true) != kDeviceSuccess) return "streamCreate failed";
+#if defined(FP8SCALE_PLATFORM_CUDA)
     cudaDeviceProp p{};
-    cudaGetDeviceProperties(&p, 0);
+    (void)cudaGetDeviceProperties(&p, 0);
     const std::size_t v = CublasLtBlockGemm::libraryVersion();
     ctx.description_ = std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
                        std::to_string(p.multiProcessorCount) + " SMs, cuBLASLt " + std::to_string(v / 10000) + "." +
                        std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+#else
+    hipDeviceProp_t p{};
+    (void)hipGetDeviceProperties(&p, 0);
+    ctx.description_ = std::string(p.name) + ", " + p.gcnArchName + ", " + std::to_string(p.multiProcessorCount) +
+                       " CUs, GEMM: host fp64 reference";
+#endif
     return {};
   }
   GpuContext() = default;
   ~GpuContext() {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (stream_ != nullptr) (void)runtime::streamDestroy(stream_);
   }
   GpuContext(const GpuContext&) = delete;
   GpuContext& operator=(const GpuContext&) = delete;
 
-  cudaStream_t stream() const { return stream_; }
+  Stream stream() const { return stream_; }
+#if defined(FP8SCALE_PLATFORM_CUDA)
   CublasLtBlockGemm& gemm() { return gemm_; }
+#endif
   const std::string& description() const { return description_; }
 
  private:
-  cudaStream_t stream_ = nullptr;
+  Stream stream_ = nullptr;
+#if defined(FP8SCALE_PLATFORM_CUDA)
   CublasLtBlockGemm gemm_;
+#endif
   std::string description_;
 };
 
 /// Microseconds per call of `body` (which enqueues one call on `stream`):
 /// a graph of `iters` calls, replayed kReplays times after a warm-up, the
 /// median replay over `iters`. `prepare` enqueues untimed work before each
-/// replay. graph_timing.cuh's timer; a CUDA error throws (graph and events are
+/// replay. graph_timing.cuh's timer; a runtime error throws (graph and events are
 /// released).
-inline double timeGraph(cudaStream_t stream, int iters, const std::function<void()>& body,
+inline double timeGraph(Stream stream, int iters, const std::function<void()>& body,
                         const std::function<void()>& prepare) {
   bench::GraphTiming t;
   t.launches = iters;
   t.reps = kReplays;
   t.callOutsideCapture = false;
-  return 1e6 * bench::timeGraphReplays(stream, body, prepare, t, checkCuda);
+  return 1e6 * bench::timeGraphReplays(stream, body, prepare, t, checkDevice);
 }
 
 /// One site on the GPU: inputs, the block-quantized weight and both paths'
@@ -182,11 +224,11 @@ class DeviceSite {
     }
     for (PathBuffers* b : {&gate_, &old_}) {
       b->q = DeviceBuffer<std::uint8_t>(static_cast<std::size_t>(rowsPadded * s.K));
-      checkCuda(cudaMemsetAsync(b->q.get(), 0, b->q.size(), ctx.stream()), "cudaMemsetAsync");
+      checkDevice(deviceMemsetAsync(b->q.get(), 0, b->q.size(), ctx.stream()), "memsetAsync");
       b->emitted = DeviceBuffer<float>(scaleElems);
       b->relayout = DeviceBuffer<float>(scaleElems);
       if (s.producer == ProducerKind::kRmsNorm) b->residual = DeviceBuffer<In>(static_cast<std::size_t>(maxRows * s.K));
-      b->y = DeviceBuffer<float>(static_cast<std::size_t>(rowsPadded * s.N));
+      if (kDeviceGemm) b->y = DeviceBuffer<float>(static_cast<std::size_t>(rowsPadded * s.N));
     }
 
     // The weight: seeded bf16 W[N, K], block-quantized 128 x 128 on the device.
@@ -202,7 +244,7 @@ class DeviceSite {
                                         ctx_.stream());
       checkStatus(q.status());
       weight_ = q.value();
-      checkCuda(cudaStreamSynchronize(ctx_.stream()), "weightBlockQuant");
+      checkDevice(runtime::streamSynchronize(ctx_.stream()), "weightBlockQuant");
     }
     // The checked blocks against the host reference quantization (bit for bit).
     for (const WeightBlockSample& b : ws.blocks) {
@@ -216,7 +258,7 @@ class DeviceSite {
   SiteRun run(index_t M) {
     const SiteShape& s = in_.shape;
     const index_t G = s.K / kGroup;
-    cudaStream_t stream = ctx_.stream();
+    Stream stream = ctx_.stream();
     SiteRun r;
     r.M = M;
     r.ld = consumerScaleLd(kConsumer, M);  // align(M, 4): the rows cuBLASLt reads
@@ -227,11 +269,11 @@ class DeviceSite {
     // M wrote them); scale buffers start as NaN bit patterns, so padding a
     // producer or materialize failed to write shows up.
     for (PathBuffers* b : {&gate_, &old_}) {
-      checkCuda(cudaMemsetAsync(b->q.get() + M * s.K, 0, static_cast<std::size_t>((r.ld - M) * s.K), stream),
-                "cudaMemsetAsync");
-      checkCuda(cudaMemsetAsync(b->emitted.get(), 0xFF, b->emitted.size() * sizeof(float), stream), "cudaMemsetAsync");
-      checkCuda(cudaMemsetAsync(b->relayout.get(), 0xFF, b->relayout.size() * sizeof(float), stream),
-                "cudaMemsetAsync");
+      checkDevice(deviceMemsetAsync(b->q.get() + M * s.K, 0, static_cast<std::size_t>((r.ld - M) * s.K), stream),
+                "memsetAsync");
+      checkDevice(deviceMemsetAsync(b->emitted.get(), 0xFF, b->emitted.size() * sizeof(float), stream), "memsetAsync");
+      checkDevice(deviceMemsetAsync(b->relayout.get(), 0xFF, b->relayout.size() * sizeof(float), stream),
+                "memsetAsync");
     }
     restoreResidual(M);
 
@@ -239,7 +281,7 @@ class DeviceSite {
     ScaleView<float, ColMajor> gateView, oldView;
     r.gate.relayouts = enqueueCall(gate_, r.transposed, M, r.ld, true, &gateView);
     r.old.relayouts = enqueueCall(old_, false, M, r.ld, true, &oldView);
-    checkCuda(cudaStreamSynchronize(stream), "first call of both paths");
+    checkDevice(runtime::streamSynchronize(stream), "first call of both paths");
     const std::vector<index_t> columns = ws_.columns();
     for (auto [path, b, view] : {std::tuple{&r.gate, &gate_, &gateView}, std::tuple{&r.old, &old_, &oldView}}) {
       path->q = download(b->q.get(), static_cast<std::size_t>(M * s.K), stream);
@@ -249,20 +291,33 @@ class DeviceSite {
         path->residual.resize(res.size() * sizeof(In));
         std::memcpy(path->residual.data(), res.data(), path->residual.size());
       }
-      path->gemmFull = download(b->y.get(), static_cast<std::size_t>(r.ld * s.N), stream);
-      path->gemmSampled.resize(static_cast<std::size_t>(M * ws_.count));
-      for (index_t m = 0; m < M; ++m)
-        for (index_t c = 0; c < ws_.count; ++c) path->gemmSampled[m * ws_.count + c] = path->gemmFull[m * s.N + columns[c]];
+      if constexpr (kDeviceGemm) {
+        path->gemmFull = download(b->y.get(), static_cast<std::size_t>(r.ld * s.N), stream);
+        path->gemmSampled.resize(static_cast<std::size_t>(M * ws_.count));
+        for (index_t m = 0; m < M; ++m)
+          for (index_t c = 0; c < ws_.count; ++c)
+            path->gemmSampled[m * ws_.count + c] = path->gemmFull[m * s.N + columns[c]];
+      } else {
+        // The host fp64 GEMM at the checked columns, through the view the
+        // device wrote, rounded to fp32 like a GPU GEMM's output.
+        const ScaleView<const float, ColMajor> xs = colMajorView(path->scales.data(), M, G, r.ld).value();
+        path->gemmSampled = sampledGemm(decodeRows(path->q), xs, ws_, M, s.K);
+        for (double& y : path->gemmSampled) y = static_cast<double>(static_cast<float>(y));
+      }
     }
     r.rowMajorScales = download(old_.emitted.get(), static_cast<std::size_t>(M * G), stream);
 
     // Timing: producer side alone, then with the GEMM.
     const auto prepare = [&] { restoreResidual(M); };
     r.gate.producerUs = timeGraph(stream, iters_, [&] { enqueueCall(gate_, r.transposed, M, r.ld, false, nullptr); }, prepare);
-    r.gate.totalUs = timeGraph(stream, iters_, [&] { enqueueCall(gate_, r.transposed, M, r.ld, true, nullptr); }, prepare);
     r.old.producerUs = timeGraph(stream, iters_, [&] { enqueueCall(old_, false, M, r.ld, false, nullptr); }, prepare);
-    r.old.totalUs = timeGraph(stream, iters_, [&] { enqueueCall(old_, false, M, r.ld, true, nullptr); }, prepare);
-    checkCuda(cudaStreamSynchronize(stream), "timing");
+    if constexpr (kDeviceGemm) {
+      r.gate.totalUs = timeGraph(stream, iters_, [&] { enqueueCall(gate_, r.transposed, M, r.ld, true, nullptr); }, prepare);
+      r.old.totalUs = timeGraph(stream, iters_, [&] { enqueueCall(old_, false, M, r.ld, true, nullptr); }, prepare);
+    } else {
+      r.gate.totalUs = r.old.totalUs = std::numeric_limits<double>::quiet_NaN();  // no device GEMM: not measured
+    }
+    checkDevice(runtime::streamSynchronize(stream), "timing");
     return r;
   }
 
@@ -279,8 +334,9 @@ class DeviceSite {
     if (in_.shape.producer != ProducerKind::kRmsNorm) return;
     const std::size_t bytes = static_cast<std::size_t>(M * in_.shape.K) * sizeof(In);
     for (PathBuffers* b : {&gate_, &old_})
-      checkCuda(cudaMemcpyAsync(b->residual.get(), residualInit_.get(), bytes, cudaMemcpyDeviceToDevice, ctx_.stream()),
-                "cudaMemcpyAsync (residual)");
+      checkDevice(runtime::memcpyAsync(b->residual.get(), residualInit_.get(), bytes, runtime::Copy::DeviceToDevice,
+                                       ctx_.stream()),
+                  "memcpyAsync (residual)");
   }
 
   /// One producer launch writing scales through `scale`.
@@ -328,10 +384,14 @@ class DeviceSite {
       forGemm = m.value();
       relayouts = forGemm.data() != b.emitted.get() ? 1 : 0;
     }
+#if defined(FP8SCALE_PLATFORM_CUDA)
     if (withGemm) {
       const QuantizedTensor<E4M3FN, ColMajor> x{q, forGemm, kGroup};
       checkStatus(ctx_.gemm().run(x, weight_, b.y.get(), s.N, ctx_.stream()));
     }
+#else
+    (void)withGemm;  // the GEMM is the host reference, taken in run()
+#endif
     if (viewOut != nullptr) *viewOut = forGemm;
     return relayouts;
   }
@@ -352,4 +412,4 @@ class DeviceSite {
 }  // namespace pipeline
 }  // namespace fp8scale
 
-#endif  // FP8SCALE_PLATFORM_CUDA
+#endif  // FP8SCALE_HAS_DEVICE

@@ -6,7 +6,9 @@
 //
 // One source: compiled as C++ it has the host path only; compiled as CUDA
 // (nvcc, sm_90a) it takes the GPU path when an sm_90 GPU and cuBLASLt >= 12.9
-// are there, and the host path otherwise. The first output line says which.
+// are there, and compiled as HIP (gfx942 / gfx950) when an AMD GPU is there
+// (producers and materialize on the GPU, the GEMM from the host reference);
+// the host path otherwise. The first output line says which.
 // `fp8scale-pipeline --help` lists the flags; options.hpp parses them.
 #include <cstdio>
 #include <exception>
@@ -39,7 +41,7 @@ constexpr const char* kProgram = "fp8scale-pipeline";
 
 // Why a host-only build has no GPU path: CMake says what it found when it
 // configured the build (see tests/CMakeLists.txt).
-#if !defined(FP8SCALE_PLATFORM_CUDA)
+#if !defined(FP8SCALE_HAS_DEVICE)
 #ifndef FP8SCALE_PIPELINE_HOST_ONLY_REASON
 #define FP8SCALE_PIPELINE_HOST_ONLY_REASON "a host-only build"
 #endif
@@ -124,7 +126,7 @@ int run(int argc, char** argv) {
   // --- Which path ------------------------------------------------------------
   bool gpu = false;
   std::string why;
-#if defined(FP8SCALE_PLATFORM_CUDA)
+#if defined(FP8SCALE_HAS_DEVICE)
   GpuContext ctx;
   if (o.forceHost) {
     why = "--host given";
@@ -176,13 +178,17 @@ int run(int argc, char** argv) {
   std::string first;
   std::string pathText;
   if (gpu) {
-#if defined(FP8SCALE_PLATFORM_CUDA)
+#if defined(FP8SCALE_HAS_DEVICE)
     pathDetail = ctx.description();
-#endif
     first = "GPU path on " + pathDetail;
-    pathText = "GPU path: device producers, materialize and the cuBLASLt block-scaled GEMM (fp32 output); "
-               "times are CUDA events around CUDA-graph replays of " +
-               std::to_string(iters) + " calls, median of 7 replays.";
+    pathText = kDeviceGemm ? "GPU path: device producers, materialize and the cuBLASLt block-scaled GEMM (fp32 output); "
+                             "times are events around graph replays of " +
+                                 std::to_string(iters) + " calls, median of 7 replays."
+                           : "GPU path: device producers and materialize; the GEMM is the fp64 host reference at the "
+                             "checked columns (no block-scaled GEMM on this platform: producer + GEMM times are not "
+                             "measured); times are events around graph replays of " +
+                                 std::to_string(iters) + " calls, median of 7 replays.";
+#endif
   } else {
     first = why + ": host path";
     pathText = std::string("host path") + (kHostOnlyBuild ? " (a host-only build)" : "") +
@@ -242,7 +248,7 @@ int run(int argc, char** argv) {
             }
           };
           if (gpu) {
-#if defined(FP8SCALE_PLATFORM_CUDA)
+#if defined(FP8SCALE_HAS_DEVICE)
             DeviceSite<In> site(ctx, in, p.rows.back(), ws, o.swigluLimit, iters, o.seed);
             runAll(site);
 #endif

@@ -55,6 +55,7 @@ inline const char* kGatePathName = "transposed+view";
 inline const char* kOldPathName = "row-major+materialize";
 
 inline std::string formatUs(double us) {
+  if (std::isnan(us)) return "-";  // not measured (a build without a device GEMM)
   char buf[32];
   std::snprintf(buf, sizeof(buf), us >= 100.0 ? "%.1f" : "%.2f", us);
   return buf;

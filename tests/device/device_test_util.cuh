@@ -1,31 +1,43 @@
-// Helpers for the CUDA device tests: error checks, a device buffer, and a
-// fixture that skips (not fails) on a machine without a GPU, so CI can build
-// and run the binary while only the H200 executes the kernels.
+// Helpers for the device tests: error checks, a device buffer, and a fixture
+// that skips (not fails) on a machine without a GPU, so CI can build and run
+// the binary while only a GPU machine executes the kernels. One source for
+// both builds: every runtime call goes through fp8scale::runtime
+// (platform.hpp), which is the CUDA runtime under nvcc and HIP under clang.
 #pragma once
 
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
+#include "fp8scale/platform.hpp"
+
 namespace fp8scale::test {
 
-#define FP8SCALE_CUDA_CHECK(call)                                                      \
+#define FP8SCALE_DEVICE_CHECK(call)                                                    \
   do {                                                                                 \
-    const cudaError_t e_ = (call);                                                     \
-    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_);             \
+    const ::fp8scale::DeviceError e_ = (call);                                         \
+    ASSERT_EQ(e_, ::fp8scale::kDeviceSuccess) << #call << ": " << ::fp8scale::deviceErrorString(e_); \
   } while (0)
 
-inline bool hasCudaDevice() {
+/// The GPU this build runs on, in the words of the skip messages.
+#if defined(FP8SCALE_PLATFORM_HIP)
+constexpr const char* kGpuKind = "AMD GPU";
+#else
+constexpr const char* kGpuKind = "CUDA device";
+#endif
+
+inline bool hasDevice() {
   int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  const bool any = runtime::getDeviceCount(&n) == kDeviceSuccess && n > 0;
+  (void)deviceLastError();  // a failed query leaves an error the next check would read
+  return any;
 }
 
 class DeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!hasCudaDevice()) GTEST_SKIP() << "no CUDA device on this machine";
+    if (!hasDevice()) GTEST_SKIP() << "no " << kGpuKind << " on this machine";
   }
 };
 
@@ -34,10 +46,11 @@ template <class T>
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(std::size_t n) : n_(n) {
-    if (n_ > 0 && cudaMalloc(&ptr_, n_ * sizeof(T)) != cudaSuccess) ptr_ = nullptr;
+    void* p = nullptr;
+    if (n_ > 0 && runtime::malloc(&p, n_ * sizeof(T)) == kDeviceSuccess) ptr_ = static_cast<T*>(p);
   }
   ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);
+    if (ptr_) (void)runtime::free(ptr_);
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -52,22 +65,22 @@ class DeviceBuffer {
 
   void upload(const std::vector<T>& h) const {
     ASSERT_EQ(h.size(), n_);
-    if (n_) FP8SCALE_CUDA_CHECK(cudaMemcpy(ptr_, h.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+    if (n_) FP8SCALE_DEVICE_CHECK(runtime::memcpy(ptr_, h.data(), n_ * sizeof(T), runtime::Copy::HostToDevice));
   }
   std::vector<T> download() const {
     std::vector<T> h(n_);
     if (n_) {
-      const cudaError_t e = cudaMemcpy(h.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
-      EXPECT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
+      const DeviceError e = runtime::memcpy(h.data(), ptr_, n_ * sizeof(T), runtime::Copy::DeviceToHost);
+      EXPECT_EQ(e, kDeviceSuccess) << deviceErrorString(e);
     }
     return h;
   }
   /// Fills every byte with `byte` (garbage the kernel must overwrite or leave)
-  /// and waits for it: cudaMemset does not block the host, and kernels on a
+  /// and waits for it: a memset does not block the host, and kernels on a
   /// non-blocking stream would not wait for it either.
   void poison(unsigned char byte) const {
-    if (n_) FP8SCALE_CUDA_CHECK(cudaMemset(ptr_, byte, n_ * sizeof(T)));
-    FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+    if (n_) FP8SCALE_DEVICE_CHECK(runtime::memset(ptr_, byte, n_ * sizeof(T)));
+    FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
   }
 
  private:

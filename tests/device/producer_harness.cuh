@@ -172,7 +172,7 @@ ContractOutput checkTransposeContract(index_t M, index_t K, int groupSize, index
   EXPECT_EQ(col.value().data.data, qCol.get());
   auto mat = materialize(row.value().scale, sMat.get(), ld, nullptr);
   EXPECT_TRUE(mat.isOk()) << mat.status().message();
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
 
   // fp8 rows: equal between the runs; the row gaps and the tail untouched.
   const std::vector<std::uint8_t> q1 = qRow.download(), q2 = qCol.download();

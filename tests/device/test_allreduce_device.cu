@@ -14,7 +14,7 @@
 //     rmsNormQuant bounds of the host reference (one fp8 step).
 //   - The NCCL fallback proper (ncclAllGather + the local step) only for
 //     world size 1: NCCL cannot put two ranks on one GPU, so for W > 1 the
-//     all-gather is stood in for by cudaMemcpy into the [W][M][K] buffer.
+//     all-gather is stood in for by a device memcpy into the [W][M][K] buffer.
 //   - Race: 1,000 back-to-back replays of each rank's captured graph (the
 //     fused call, then a kernel that overwrites the rank's partial with NaN,
 //     a check of the outputs against the expected bits, a restore): no NaN,
@@ -25,7 +25,8 @@
 //
 // Every spin-wait runs with a limit (FP8SCALE_AR_TIMEOUT_MS, default 5000).
 // main() sets CUDA_DEVICE_MAX_CONNECTIONS=32 and CUDA_MODULE_LOADING=EAGER
-// before the runtime starts (see allreduce/communicator.hpp).
+// (HIP: GPU_MAX_HW_QUEUES=8) before the runtime starts (see
+// allreduce/communicator.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -114,32 +115,32 @@ __global__ void checkOutput(const std::uint32_t* got, const std::uint32_t* want,
 }
 
 /// Fills `bytes` (a multiple of 4) with the word `v`, as a kernel on `s`.
-void fillAsKernel(void* p, std::size_t bytes, std::uint32_t v, cudaStream_t s) {
+void fillAsKernel(void* p, std::size_t bytes, std::uint32_t v, Stream s) {
   fillWords<<<132, 256, 0, s>>>(static_cast<std::uint32_t*>(p), bytes / 4, v);
 }
 
-void copyAsKernel(const void* src, void* dst, std::size_t bytes, cudaStream_t s) {
+void copyAsKernel(const void* src, void* dst, std::size_t bytes, Stream s) {
   copyWords<<<132, 256, 0, s>>>(static_cast<const std::uint32_t*>(src), static_cast<std::uint32_t*>(dst), bytes / 4);
 }
 
 /// One non-blocking stream per rank.
 struct RankStreams {
-  cudaStream_t s[kAllreduceMaxRanks] = {};
+  Stream s[kAllreduceMaxRanks] = {};
   RankStreams() {
-    for (auto& x : s) EXPECT_EQ(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking), cudaSuccess);
+    for (auto& x : s) EXPECT_EQ(runtime::streamCreate(&x, true), kDeviceSuccess);
   }
   ~RankStreams() {
-    for (auto& x : s) (void)cudaStreamDestroy(x);
+    for (auto& x : s) (void)runtime::streamDestroy(x);
   }
   void syncAll(int world) const {
-    for (int p = 0; p < world; ++p) EXPECT_EQ(cudaStreamSynchronize(s[p]), cudaSuccess);
+    for (int p = 0; p < world; ++p) EXPECT_EQ(runtime::streamSynchronize(s[p]), kDeviceSuccess);
   }
 };
 
 /// Device counters read back in one copy.
 struct Counters {
   explicit Counters(std::size_t n) : dev(n) { reset(); }
-  void reset() { (void)cudaMemset(dev.get(), 0, dev.size() * sizeof(unsigned long long)); }
+  void reset() { (void)runtime::memset(dev.get(), 0, dev.size() * sizeof(unsigned long long)); }
   unsigned long long* at(std::size_t i) const { return dev.get() + i; }
   std::vector<unsigned long long> read() const { return dev.download(); }
   DeviceBuffer<unsigned long long> dev;
@@ -307,14 +308,14 @@ void prepareOutputs(const CaseSetup& c, Outputs& o) {
   o.y.poison(kGarbage);
   o.r.poison(kGarbage);
   if (c.M > 0)
-    EXPECT_EQ(cudaMemcpy(o.r.get(), c.residual0->get(), static_cast<std::size_t>(c.M * c.K) * sizeof(In),
-                         cudaMemcpyDeviceToDevice),
-              cudaSuccess);
+    EXPECT_EQ(runtime::memcpy(o.r.get(), c.residual0->get(), static_cast<std::size_t>(c.M * c.K) * sizeof(In),
+                         runtime::Copy::DeviceToDevice),
+              kDeviceSuccess);
   // The memsets and the device-to-device copy run on the legacy stream without
   // blocking the host, and the ranks' streams are non-blocking: without this
   // sync a rank's kernel could start before its residual copy lands (seen on
   // the H200 as a last rank whose whole output differed, M = 1000).
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
 }
 
 /// Runs `path` on every rank into outs[p], all ranks concurrently; returns the
@@ -409,14 +410,14 @@ void runCase(SimulatedAllreduceGroup& group, const RankStreams& streams, const H
   c.residual0 = &residual0;
   c.weight = &weight;
   c.gathered = &gathered;
-  ASSERT_EQ(cudaMemcpy(residual0.get(), d.residual.data(), partialBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(runtime::memcpy(residual0.get(), d.residual.data(), partialBytes, runtime::Copy::HostToDevice), kDeviceSuccess);
   weight.upload(d.weight);
   for (int p = 0; p < W; ++p) {
-    ASSERT_EQ(cudaMemcpy(group[p].stagingBuffer(), d.partials[p].data(), partialBytes, cudaMemcpyHostToDevice),
-              cudaSuccess);
+    ASSERT_EQ(runtime::memcpy(group[p].stagingBuffer(), d.partials[p].data(), partialBytes, runtime::Copy::HostToDevice),
+              kDeviceSuccess);
     // The stand-in for ncclAllGather: the same bytes, at rank stride M * K.
-    ASSERT_EQ(cudaMemcpy(gathered.get() + p * M * K, d.partials[p].data(), partialBytes, cudaMemcpyHostToDevice),
-              cudaSuccess);
+    ASSERT_EQ(runtime::memcpy(gathered.get() + p * M * K, d.partials[p].data(), partialBytes, runtime::Copy::HostToDevice),
+              kDeviceSuccess);
   }
 
   // Device reference: the allreduce alone (rank 0, one-stage; every rank
@@ -445,7 +446,7 @@ void runCase(SimulatedAllreduceGroup& group, const RankStreams& streams, const H
                                   viewOf<ColMajor>(c, refCol), opt, nullptr);
     ASSERT_TRUE(a.isOk()) << a.status().message();
     ASSERT_TRUE(b.isOk()) << b.status().message();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
   }
 
   // Every path x layout x rank against the device reference of its layout.
@@ -460,7 +461,7 @@ void runCase(SimulatedAllreduceGroup& group, const RankStreams& streams, const H
                             : runPath<RowMajor>(path, group, c, outs, streams);
       ASSERT_TRUE(st) << st.message();
       streams.syncAll(W);
-      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+      ASSERT_EQ(deviceLastError(), kDeviceSuccess);
       const Status err = group.checkErrors(streams.s[0]);
       ASSERT_TRUE(err) << err.message();
       const Outputs& ref = col ? refCol : refRow;
@@ -489,7 +490,7 @@ void runCase(SimulatedAllreduceGroup& group, const RankStreams& streams, const H
         materialized.poison(kGarbage);
         auto mat = materialize(viewOf<RowMajor>(c, outs[0]), materialized.get(), c.ld, nullptr);
         ASSERT_TRUE(mat.isOk()) << mat.status().message();
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        ASSERT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
         auto viewed = mat.value().data() == outs[0].s.get() ? outs[0].s.download() : materialized.download();
         viewed.resize(static_cast<std::size_t>(G * c.ld));
         emitted.resize(static_cast<std::size_t>(G * c.ld));
@@ -507,6 +508,13 @@ void runCase(SimulatedAllreduceGroup& group, const RankStreams& streams, const H
   compareWithHost<Rule>(c, h, sum.download(), refRow, tally);
 }
 
+/// The environment main() sets for the ranks' concurrency, printed by the first test.
+#if defined(FP8SCALE_PLATFORM_HIP)
+constexpr const char* kRuntimeEnvironment[] = {"GPU_MAX_HW_QUEUES"};
+#else
+constexpr const char* kRuntimeEnvironment[] = {"CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING"};
+#endif
+
 class AllreduceDevice : public DeviceTest {};
 
 // First, the smallest case per world size, with the environment printed: if
@@ -514,12 +522,16 @@ class AllreduceDevice : public DeviceTest {};
 // (a recorded timeout) before the sweep spends its time.
 TEST_F(AllreduceDevice, EveryWorldSizeCompletesOneSmallCallWithinTheSpinLimit) {
   int sms = 0, dev = 0;
-  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  const char* conns = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  const char* loading = std::getenv("CUDA_MODULE_LOADING");
-  std::printf("[allreduce] %d SMs; CUDA_DEVICE_MAX_CONNECTIONS=%s CUDA_MODULE_LOADING=%s; spin limit %.1f s\n", sms,
-              conns ? conns : "(unset)", loading ? loading : "(unset)", 1e-9 * static_cast<double>(testTimeoutNs()));
+  ASSERT_EQ(runtime::getDevice(&dev), kDeviceSuccess);
+  DeviceInfo info;
+  ASSERT_EQ(queryDevice(dev, info), kDeviceSuccess);
+  sms = info.multiProcessorCount;
+  std::printf("[allreduce] %d SMs;", sms);
+  for (const char* name : kRuntimeEnvironment) {
+    const char* value = std::getenv(name);
+    std::printf(" %s=%s", name, value ? value : "(unset)");
+  }
+  std::printf("; spin limit %.1f s\n", 1e-9 * static_cast<double>(testTimeoutNs()));
   const index_t M = 1, K = 2048;
   const HostData& d = makeHostData(K);
   for (int W : kWorlds)
@@ -531,8 +543,8 @@ TEST_F(AllreduceDevice, EveryWorldSizeCompletesOneSmallCallWithinTheSpinLimit) {
       RankStreams streams;
       std::vector<DeviceBuffer<In>> out;
       for (int p = 0; p < W; ++p) {
-        ASSERT_EQ(cudaMemcpy(group[p].stagingBuffer(), d.partials[p].data(), K * sizeof(In), cudaMemcpyHostToDevice),
-                  cudaSuccess);
+        ASSERT_EQ(runtime::memcpy(group[p].stagingBuffer(), d.partials[p].data(), K * sizeof(In), runtime::Copy::HostToDevice),
+                  kDeviceSuccess);
         out.emplace_back(static_cast<std::size_t>(K));
       }
       const auto start = std::chrono::steady_clock::now();
@@ -623,9 +635,9 @@ TEST_F(AllreduceDevice, AllreduceSumEqualsTheRankOrderedHostSum) {
         std::vector<In> want(static_cast<std::size_t>(M * K));
         ASSERT_TRUE(reference::allreduceSum(parts, M, K, K, want.data(), K));
         for (int p = 0; p < W; ++p)
-          ASSERT_EQ(cudaMemcpy(group[p].stagingBuffer(), d.partials[p].data(), static_cast<std::size_t>(M * K) * 2,
-                               cudaMemcpyHostToDevice),
-                    cudaSuccess);
+          ASSERT_EQ(runtime::memcpy(group[p].stagingBuffer(), d.partials[p].data(), static_cast<std::size_t>(M * K) * 2,
+                               runtime::Copy::HostToDevice),
+                    kDeviceSuccess);
         for (AllreduceAlgorithm algo :
              {AllreduceAlgorithm::kOneStage, AllreduceAlgorithm::kTwoStage, AllreduceAlgorithm::kAuto}) {
           std::vector<DeviceBuffer<In>> out;
@@ -677,9 +689,9 @@ TEST_F(AllreduceDevice, GraphReplaysNeverLetAPeersOverwrittenInputReachAnOutput)
       for (int p = 0; p < W; ++p) {
         saved.emplace_back(static_cast<std::size_t>(M * K));
         saved.back().upload(parts[p]);
-        ASSERT_EQ(cudaMemcpy(group[p].stagingBuffer(), saved.back().get(), static_cast<std::size_t>(M * K) * 2,
-                             cudaMemcpyDeviceToDevice),
-                  cudaSuccess);
+        ASSERT_EQ(runtime::memcpy(group[p].stagingBuffer(), saved.back().get(), static_cast<std::size_t>(M * K) * 2,
+                             runtime::Copy::DeviceToDevice),
+                  kDeviceSuccess);
       }
       CaseSetup c;
       c.M = M;
@@ -714,12 +726,12 @@ TEST_F(AllreduceDevice, GraphReplaysNeverLetAPeersOverwrittenInputReachAnOutput)
       // Each rank's graph: restore residual, poison outputs, the call, NaN
       // over the partial, check the outputs, restore the partial.
       Counters counters(2 * kAllreduceMaxRanks);  // [p]: wrong words, [8 + p]: NaNs
-      std::vector<cudaGraphExec_t> execs(W);
+      std::vector<runtime::GraphExec> execs(W);
       const std::size_t bytes = static_cast<std::size_t>(M * K) * sizeof(In);
       for (int p = 0; p < W; ++p) {
-        cudaStream_t s = streams.s[p];
-        cudaGraph_t graph;
-        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        Stream s = streams.s[p];
+        runtime::Graph graph;
+        ASSERT_EQ(runtime::streamBeginCapture(s), kDeviceSuccess);
         Outputs& o = outs[p];
         copyAsKernel(dr0.get(), o.r.get(), bytes, s);
         fillAsKernel(o.q.get(), o.q.size(), 0xABABABABu, s);
@@ -740,16 +752,16 @@ TEST_F(AllreduceDevice, GraphReplaysNeverLetAPeersOverwrittenInputReachAnOutput)
                                         static_cast<const std::uint32_t*>(pairs[b].second), sizes[b] / 4, kinds[b],
                                         counters.at(p), counters.at(kAllreduceMaxRanks + p));
         copyAsKernel(saved[p].get(), group[p].stagingBuffer(), bytes, s);
-        ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+        ASSERT_EQ(runtime::streamEndCapture(s, &graph), kDeviceSuccess);
         ASSERT_TRUE(st.isOk()) << st.status().message();
-        ASSERT_EQ(cudaGraphInstantiate(&execs[p], graph, 0), cudaSuccess);
-        ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+        ASSERT_EQ(runtime::graphInstantiate(&execs[p], graph), kDeviceSuccess);
+        ASSERT_EQ(runtime::graphDestroy(graph), kDeviceSuccess);
       }
       const auto start = std::chrono::steady_clock::now();
       int done = 0;
       for (; done < kReplays; done += 100) {
         for (int i = 0; i < 100; ++i)
-          for (int p = 0; p < W; ++p) ASSERT_EQ(cudaGraphLaunch(execs[p], streams.s[p]), cudaSuccess);
+          for (int p = 0; p < W; ++p) ASSERT_EQ(runtime::graphLaunch(execs[p], streams.s[p]), kDeviceSuccess);
         streams.syncAll(W);
         const auto n = counters.read();
         unsigned long long wrong = 0, nans = 0;
@@ -765,7 +777,7 @@ TEST_F(AllreduceDevice, GraphReplaysNeverLetAPeersOverwrittenInputReachAnOutput)
       std::printf("[allreduce] race W=%d %s: %d replays per rank, 0 NaN, 0 wrong words, %.1f us per replay\n", W,
                   algo == AllreduceAlgorithm::kOneStage ? "one-stage" : "two-stage", done,
                   1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / done);
-      for (auto e : execs) (void)cudaGraphExecDestroy(e);
+      for (auto e : execs) (void)runtime::graphExecDestroy(e);
     }
 }
 
@@ -978,7 +990,7 @@ TEST_F(AllreduceFaults, WorldSizesTheCustomPathDoesNotTakeAreRefusedAndTheGather
                                    QuantOptions{}, nullptr);
     ASSERT_TRUE(ga.isOk()) << ga.status().message();
     ASSERT_TRUE(rb.isOk()) << rb.status().message();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
     EXPECT_TRUE(a.q.download() == b.q.download());
     EXPECT_EQ(countBitDiffs(a.s.download(), b.s.download()), 0u);
   }
@@ -1048,7 +1060,7 @@ TEST_F(AllreduceFaults, ZeroRowsLaunchNothingAndClearColumnMajorPadding) {
                                                   colMajorView(s.get(), 0, 16, 4).value(), QuantOptions{}, streams.s[0])
                         .status();
   ASSERT_TRUE(st) << st.message();
-  ASSERT_EQ(cudaStreamSynchronize(streams.s[0]), cudaSuccess);
+  ASSERT_EQ(runtime::streamSynchronize(streams.s[0]), kDeviceSuccess);
   for (float v : s.download()) EXPECT_EQ(v, 0.0f);
   for (const Status& f : faults(group, streams)) EXPECT_TRUE(f) << f.message();
 }
@@ -1073,9 +1085,9 @@ TEST_F(AllreduceDevice, NcclFallbackWorldOneEqualsTheCustomPath) {
     SCOPED_TRACE(::testing::Message() << "M=" << M);
     const std::size_t bytes = static_cast<std::size_t>(M * K) * sizeof(In);
     DeviceBuffer<In> x(static_cast<std::size_t>(M * K)), r0(static_cast<std::size_t>(M * K)), w(K);
-    ASSERT_EQ(cudaMemcpy(x.get(), d.partials[0].data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(group[0].stagingBuffer(), d.partials[0].data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(r0.get(), d.residual.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(runtime::memcpy(x.get(), d.partials[0].data(), bytes, runtime::Copy::HostToDevice), kDeviceSuccess);
+    ASSERT_EQ(runtime::memcpy(group[0].stagingBuffer(), d.partials[0].data(), bytes, runtime::Copy::HostToDevice), kDeviceSuccess);
+    ASSERT_EQ(runtime::memcpy(r0.get(), d.residual.data(), bytes, runtime::Copy::HostToDevice), kDeviceSuccess);
     w.upload(d.weight);
     CaseSetup c;
     c.M = M;
@@ -1104,7 +1116,7 @@ TEST_F(AllreduceDevice, NcclFallbackWorldOneEqualsTheCustomPath) {
                                                    Fp8Matrix<Format>{viaCustom.q.get(), M, K, viaCustom.ldq},
                                                    viewOf<RowMajor>(c, viaCustom), QuantOptions{}, streams.s[0]).status();
       ASSERT_TRUE(b) << b.message();
-      ASSERT_EQ(cudaStreamSynchronize(streams.s[0]), cudaSuccess);
+      ASSERT_EQ(runtime::streamSynchronize(streams.s[0]), kDeviceSuccess);
       EXPECT_TRUE(viaNccl.q.download() == viaCustom.q.download());
       EXPECT_EQ(countBitDiffs(viaNccl.s.download(), viaCustom.s.download()), 0u);
       EXPECT_EQ(countInputDiffs(viaNccl.r.download(), viaCustom.r.download()), 0u);
@@ -1126,11 +1138,16 @@ TEST_F(AllreduceDevice, NcclFallbackWorldOneEqualsTheCustomPath) {
 }  // namespace fp8scale::test
 
 int main(int argc, char** argv) {
-  // Before the CUDA runtime starts: enough hardware queues for 8 rank streams
-  // (streams sharing a queue would serialize spin-waiting kernels), and every
-  // kernel loaded up front (lazy loading may synchronize while a rank spins).
+  // Before the runtime starts: enough hardware queues for 8 rank streams
+  // (streams sharing a queue would serialize spin-waiting kernels), and on
+  // CUDA every kernel loaded up front (lazy loading may synchronize while a
+  // rank spins).
+#if defined(FP8SCALE_PLATFORM_HIP)
+  setenv("GPU_MAX_HW_QUEUES", "8", 0);
+#else
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+#endif
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -201,7 +201,7 @@ ScaleView<const float, RowMajor> hostWeightScales(const Weight& w) {
 class BlockGemmDevice : public DeviceTest {
  protected:
   static void SetUpTestSuite() {
-    if (!hasCudaDevice()) return;
+    if (!hasDevice()) return;
     auto g = CublasLtBlockGemm::create();
     if (!g) {
       std::printf("[gemm] CublasLtBlockGemm::create: %s\n", g.status().message().c_str());
@@ -244,7 +244,7 @@ class BlockGemmDevice : public DeviceTest {
                                       weightScaleView(w.s->get(), N, K).value(), WeightQuantOptions{}, nullptr);
     EXPECT_TRUE(r.isOk()) << r.status().message();
     w.view = r.value();
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
     const std::vector<std::uint8_t> q = w.q->download();
     w.values = reference::decodeFp8(Fp8Matrix<E4M3FN>{const_cast<std::uint8_t*>(q.data()), N, K, K});
     w.scales = w.s->download();
@@ -273,12 +273,12 @@ void runGemmCase(CublasLtBlockGemm& gemm, const Weight& w, const char* producer,
 
   // The caller's one-time duty: fp8 buffers of Mpad rows with rows [M, Mpad) zero.
   DeviceBuffer<std::uint8_t> qCol(Mpad * K), qRow(Mpad * K);
-  FP8SCALE_CUDA_CHECK(cudaMemset(qCol.get(), 0, Mpad * K));
-  FP8SCALE_CUDA_CHECK(cudaMemset(qRow.get(), 0, Mpad * K));
+  FP8SCALE_DEVICE_CHECK(runtime::memset(qCol.get(), 0, Mpad * K));
+  FP8SCALE_DEVICE_CHECK(runtime::memset(qRow.get(), 0, Mpad * K));
   DeviceBuffer<float> sCol(G * Mpad), sRow(M * G), sMat(G * Mpad), sBad(G * Mpad);
   sCol.poison(kPoison);  // padding slots must be written by the producer / materialize
   sMat.poison(kPoison);
-  FP8SCALE_CUDA_CHECK(cudaMemset(sBad.get(), 0, G * Mpad * sizeof(float)));
+  FP8SCALE_DEVICE_CHECK(runtime::memset(sBad.get(), 0, G * Mpad * sizeof(float)));
   DeviceBuffer<BFloat16> yCol(Mpad * N), yMat(Mpad * N), yBad(Mpad * N), yAgain(Mpad * N);
   yCol.poison(0xFF);  // bf16 0xFFFF is NaN: an unwritten output cannot pass
   yMat.poison(0xFF);
@@ -301,7 +301,7 @@ void runGemmCase(CublasLtBlockGemm& gemm, const Weight& w, const char* producer,
   // The negative control: row-major scale bytes declared column-major. The
   // type system refuses asColumnMajor(RowMajor); fromValidated() is the
   // deliberate bypass a buggy caller would need.
-  FP8SCALE_CUDA_CHECK(cudaMemcpy(sBad.get(), sRow.get(), M * G * sizeof(float), cudaMemcpyDeviceToDevice));
+  FP8SCALE_DEVICE_CHECK(runtime::memcpy(sBad.get(), sRow.get(), M * G * sizeof(float), runtime::Copy::DeviceToDevice));
   const QuantizedTensor<E4M3FN, ColMajor> xBad{
       row.value().data, ScaleView<float, ColMajor>::fromValidated(sBad.get(), M, G, ColMajor{Mpad}), 128};
 
@@ -314,7 +314,7 @@ void runGemmCase(CublasLtBlockGemm& gemm, const Weight& w, const char* producer,
   ASSERT_TRUE(s.isOk()) << s.message();
   s = gemm.run(xView, w.view, yAgain.get(), N, nullptr);  // cuBLASLt's own run-to-run determinism
   ASSERT_TRUE(s.isOk()) << s.message();
-  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
 
   // (a) bit-identical outputs, padded rows exactly zero.
   const std::vector<BFloat16> y1 = yCol.download(), y2 = yMat.download(), y3 = yBad.download(),
@@ -453,7 +453,7 @@ TEST_F(BlockGemmDevice, LayoutProbeOnlyTheDocumentedLayoutsMatch) {
   DeviceBuffer<BFloat16> dx(x.size());
   dx.upload(x);
   DeviceBuffer<std::uint8_t> q(Mpad * K);
-  FP8SCALE_CUDA_CHECK(cudaMemset(q.get(), 0, Mpad * K));
+  FP8SCALE_DEVICE_CHECK(runtime::memset(q.get(), 0, Mpad * K));
   DeviceBuffer<float> s(G * Mpad);
   s.poison(kPoison);
   DeviceBuffer<BFloat16> y(Mpad * N);
@@ -464,7 +464,7 @@ TEST_F(BlockGemmDevice, LayoutProbeOnlyTheDocumentedLayoutsMatch) {
   ASSERT_TRUE(xq.isOk()) << xq.status().message();
   const Status st = gemm_->run(xq.value(), w.view, y.get(), N, nullptr);
   ASSERT_TRUE(st.isOk()) << st.message();
-  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
   const std::vector<BFloat16> got = y.download();
   const std::vector<std::uint8_t> qh = q.download();
   const std::vector<float> xs = s.download();
@@ -505,7 +505,7 @@ TEST_F(BlockGemmDevice, Fp32OutputMatchesTheReference) {
   DeviceBuffer<BFloat16> dx(x.size());
   dx.upload(x);
   DeviceBuffer<std::uint8_t> q(Mpad * K);
-  FP8SCALE_CUDA_CHECK(cudaMemset(q.get(), 0, Mpad * K));
+  FP8SCALE_DEVICE_CHECK(runtime::memset(q.get(), 0, Mpad * K));
   DeviceBuffer<float> s(G * Mpad), y(Mpad * N);
   y.poison(0xFF);
   QuantOptions opt;
@@ -514,7 +514,7 @@ TEST_F(BlockGemmDevice, Fp32OutputMatchesTheReference) {
   ASSERT_TRUE(xq.isOk()) << xq.status().message();
   const Status st = gemm_->run(xq.value(), w.view, y.get(), N, nullptr);
   ASSERT_TRUE(st.isOk()) << st.message();
-  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
   const std::vector<float> got = y.download();
   const std::vector<std::uint8_t> qh = q.download();
   const std::vector<float> xs = s.download();
@@ -558,7 +558,7 @@ void checkWeightQuant(index_t N, index_t K, index_t ldw, index_t ldq, ScaleRule 
   auto r = weightBlockQuant<E4M3FN>(WeightQuantInput<In>{dw.get(), N, K, ldw}, Fp8Matrix<E4M3FN>{dq.get(), N, K, ldq},
                                     weightScaleView(ds.get(), N, K).value(), opt, nullptr);
   ASSERT_TRUE(r.isOk()) << r.status().message();
-  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
   const std::vector<std::uint8_t> q = dq.download();
   const std::vector<float> s = ds.download();
 
@@ -622,8 +622,8 @@ TEST_F(BlockGemmDevice, GemmRefusesBadArgumentsByNameAndWritesNothing) {
   DeviceBuffer<std::uint8_t> qx(Mpad * K + 64);
   DeviceBuffer<float> sx(G * Mpad + 8);
   DeviceBuffer<BFloat16> y(Mpad * N + 16);
-  FP8SCALE_CUDA_CHECK(cudaMemset(qx.get(), 0, Mpad * K + 64));
-  FP8SCALE_CUDA_CHECK(cudaMemset(sx.get(), 0, (G * Mpad + 8) * sizeof(float)));
+  FP8SCALE_DEVICE_CHECK(runtime::memset(qx.get(), 0, Mpad * K + 64));
+  FP8SCALE_DEVICE_CHECK(runtime::memset(sx.get(), 0, (G * Mpad + 8) * sizeof(float)));
   y.poison(0xFF);
   const Fp8Matrix<E4M3FN> xData{qx.get(), M, K, K};
   const auto xScale = ScaleView<float, ColMajor>::fromValidated(sx.get(), M, G, ColMajor{Mpad});
@@ -694,7 +694,7 @@ TEST_F(BlockGemmDevice, GemmRefusesBadArgumentsByNameAndWritesNothing) {
     const Status st = gemm_->run(none, w.view, y.get(), N, nullptr);
     EXPECT_TRUE(st.isOk()) << st.message();
   }
-  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
   for (const BFloat16 v : y.download()) ASSERT_EQ(v.bits, 0xFFFF) << "a refused call wrote output";
 
   // cuBLAS errors carry the status name.
@@ -706,7 +706,7 @@ TEST_F(BlockGemmDevice, GemmRefusesBadArgumentsByNameAndWritesNothing) {
   // And the valid call goes through.
   const Status ok = gemm_->run(xOk, w.view, y.get(), N, nullptr);
   EXPECT_TRUE(ok.isOk()) << ok.message();
-  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
 }
 
 }  // namespace

@@ -47,8 +47,8 @@ std::vector<std::uint8_t> convertOnDevice(const std::vector<GoldenRecord>& recor
   dIn.upload(in);
   dOut.poison(0x5A);
   convertWithLibrary<Format><<<(n / 2 + 255) / 256 + 1, 256>>>(dIn.get(), dOut.get(), n);
-  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(deviceLastError(), kDeviceSuccess);
+  EXPECT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
   return dOut.download();
 }
 
@@ -93,6 +93,8 @@ __global__ void packWithLibrary(const float* in, std::uint32_t* packed, float* r
   const int v = blockIdx.x * blockDim.x + threadIdx.x;
 #if FP8SCALE_HAS_F2FP_ROUNDING
   if (v == 0) *hardware = 1;
+#else
+  (void)hardware;
 #endif
   if (v >= vecs) return;
   float x[8];
@@ -146,8 +148,8 @@ void checkDeviceRounding() {
   dRounded.poison(0x5A);
   dHardware.upload(std::vector<int>{0});
   packWithLibrary<In><<<(vecs + 255) / 256, 256>>>(dIn.get(), dPacked.get(), dRounded.get(), vecs, dHardware.get());
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(deviceLastError(), kDeviceSuccess);
+  ASSERT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
   EXPECT_EQ(dHardware.download()[0], 1) << "the F2FP path was not compiled (device pass below sm_80)";
   const auto packed = dPacked.download();
   const auto rounded = dRounded.download();

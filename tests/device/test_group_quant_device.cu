@@ -138,7 +138,7 @@ TEST_F(GroupQuantDeviceShapes, LoopingKernelOnOneBlockAlongTheRowsWritesEveryPad
                                  /*kPadding*/ true>
             <<<dim3(1, static_cast<unsigned>(grid.gridY)), Policy::kThreads>>>(
                 in, q, scale, E4M3FN::kMax, opt.eps, grid.tileRows, grid.tileGroups, false);
-        EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+        EXPECT_EQ(deviceLastError(), kDeviceSuccess);
         return Result<QuantizedTensor<E4M3FN, ColMajor>>(QuantizedTensor<E4M3FN, ColMajor>{q, scale, kGroup});
       }
     });
@@ -215,7 +215,7 @@ TEST_F(GroupQuantDeviceShapes, EmptyBatchClearsAPaddedColumnMajorBuffer) {
                               Fp8Matrix<E4M3FN>{nullptr, 0, 7168, 7168}, colMajorView(ds.get(), 0, G, ld).value(), opt,
                               nullptr);
   ASSERT_TRUE(r.isOk()) << r.status().message();
-  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
   for (float v : ds.download()) ASSERT_EQ(v, 0.0f);
 }
 
@@ -272,7 +272,7 @@ TEST_F(GroupQuantDeviceShapes, BadArgumentsAreRefusedByNameAndNothingRuns) {
   st = run(GroupQuantInput<BFloat16>::matrix(nullptr, 0, K, K), Fp8Matrix<E4M3FN>{nullptr, 0, K, K},
            rowMajorView<float>(nullptr, 0, 4).value(), opt);
   EXPECT_TRUE(st.isOk()) << st.message();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
   for (auto b : dq.download()) ASSERT_EQ(b, kGarbage) << "a refused call wrote output";
 }
 
@@ -286,9 +286,9 @@ TEST_F(GroupQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
   DeviceBuffer<float> ds(M * 56);
   ASSERT_NE(dx.get(), nullptr);
   ASSERT_NE(dq.get(), nullptr);
-  FP8SCALE_CUDA_CHECK(cudaMemset(dx.get(), 0, M * K * sizeof(BFloat16)));
+  FP8SCALE_DEVICE_CHECK(runtime::memset(dx.get(), 0, M * K * sizeof(BFloat16)));
   const auto row = makeActivations<BFloat16>(1, K, K, 77, 448.0f);
-  FP8SCALE_CUDA_CHECK(cudaMemcpy(dx.get() + (M - 1) * K, row.data(), K * 2, cudaMemcpyHostToDevice));
+  FP8SCALE_DEVICE_CHECK(runtime::memcpy(dx.get() + (M - 1) * K, row.data(), K * 2, runtime::Copy::HostToDevice));
   QuantOptions opt;
   auto all = groupQuant<E4M3FN>(GroupQuantInput<BFloat16>::matrix(dx.get(), M, K, K),
                                 Fp8Matrix<E4M3FN>{dq.get(), M, K, K}, colMajorView(ds.get(), M, 56).value(), opt,
@@ -300,13 +300,13 @@ TEST_F(GroupQuantDeviceShapes, LargeTensorLastRowEqualsTheRowAlone) {
                                 Fp8Matrix<E4M3FN>{q1.get(), 1, K, K}, colMajorView(s1.get(), 1, 56).value(), opt,
                                 nullptr);
   ASSERT_TRUE(one.isOk());
-  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
   std::vector<std::uint8_t> lastRow(K);
-  FP8SCALE_CUDA_CHECK(cudaMemcpy(lastRow.data(), dq.get() + (M - 1) * K, K, cudaMemcpyDeviceToHost));
+  FP8SCALE_DEVICE_CHECK(runtime::memcpy(lastRow.data(), dq.get() + (M - 1) * K, K, runtime::Copy::DeviceToHost));
   EXPECT_TRUE(lastRow == q1.download());
   std::vector<float> lastScales(56);
   for (index_t g = 0; g < 56; ++g)
-    FP8SCALE_CUDA_CHECK(cudaMemcpy(&lastScales[g], ds.get() + g * M + (M - 1), 4, cudaMemcpyDeviceToHost));
+    FP8SCALE_DEVICE_CHECK(runtime::memcpy(&lastScales[g], ds.get() + g * M + (M - 1), 4, runtime::Copy::DeviceToHost));
   EXPECT_EQ(countBitDiffs(lastScales, s1.download()), 0u);
 }
 

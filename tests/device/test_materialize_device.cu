@@ -30,8 +30,8 @@ TYPED_TEST_SUITE(MaterializeDevice, ScaleTypes);
 
 TYPED_TEST(MaterializeDevice, KernelEqualsHostReferenceIncludingPadding) {
   using T = TypeParam;
-  cudaStream_t stream;
-  FP8SCALE_CUDA_CHECK(cudaStreamCreate(&stream));
+  Stream stream;
+  FP8SCALE_DEVICE_CHECK(runtime::streamCreate(&stream, false));
   int cases = 0;
   for (index_t M : kRows) {
     for (index_t G : kGroups) {
@@ -49,7 +49,7 @@ TYPED_TEST(MaterializeDevice, KernelEqualsHostReferenceIncludingPadding) {
         auto src = rowMajorView(dSrc.get(), M, G).value();
         auto r = materialize(src, dDst.get(), ld, stream);
         ASSERT_TRUE(r.isOk()) << r.status().message();
-        FP8SCALE_CUDA_CHECK(cudaStreamSynchronize(stream));
+        FP8SCALE_DEVICE_CHECK(runtime::streamSynchronize(stream));
 
         std::vector<T> hDst(G * ld, T(0x5A));
         auto ref = materializeHost(rowMajorView(hSrc.data(), M, G).value(), hDst.data(), ld);
@@ -80,7 +80,7 @@ TYPED_TEST(MaterializeDevice, KernelEqualsHostReferenceIncludingPadding) {
     }
   }
   EXPECT_EQ(cases, static_cast<int>(kRows.size() * kGroups.size() * 2));
-  FP8SCALE_CUDA_CHECK(cudaStreamDestroy(stream));
+  FP8SCALE_DEVICE_CHECK(runtime::streamDestroy(stream));
 }
 
 class MaterializeDeviceNoop : public DeviceTest {};
@@ -94,7 +94,7 @@ TEST_F(MaterializeDeviceNoop, ColumnMajorWithSameLdReturnsSourceAndLeavesDestina
   auto r = materialize(view, dst.get(), ld, nullptr);
   ASSERT_TRUE(r.isOk());
   EXPECT_EQ(r.value().data(), src.get());
-  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
   for (float v : dst.download()) {
     unsigned char b;
     std::memcpy(&b, &v, 1);
@@ -124,7 +124,7 @@ TEST_F(MaterializeDeviceNoop, MaterializedViewIsStableUnderRepeat) {
   auto second = materialize(first.value(), other.get(), M, nullptr);
   ASSERT_TRUE(second.isOk());
   EXPECT_EQ(second.value().data(), dst.get());
-  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
 }
 
 TEST_F(MaterializeDeviceNoop, BadLdIsRefusedBeforeAnyLaunch) {
@@ -134,7 +134,7 @@ TEST_F(MaterializeDeviceNoop, BadLdIsRefusedBeforeAnyLaunch) {
   ASSERT_FALSE(r.isOk());
   EXPECT_EQ(r.status().code(), StatusCode::kLdTooSmall);
   EXPECT_STREQ(r.status().argument(), "ld");
-  FP8SCALE_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
   for (float v : dst.download()) {
     unsigned char b;
     std::memcpy(&b, &v, 1);

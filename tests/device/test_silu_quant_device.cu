@@ -97,7 +97,7 @@ void launchSiluSlices(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleVi
   }
   kernel<<<dim3(static_cast<unsigned>(grid.gridX), static_cast<unsigned>(grid.gridY)), kThreads>>>(
       in, q, scale, Format::kMax, kDefaultAmaxEps, grid.tileRows, grid.tileGroups, false);
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(deviceLastError(), kDeviceSuccess);
 }
 
 // The launcher's small-grid slices: 4 values a thread for SiLU-clamp, one
@@ -154,7 +154,7 @@ TYPED_TEST(SiluClampQuantDevice, HalfVectorSlicesGiveTheVectorSlicesBits) {
           opt.groupSize = kGroup;
           ASSERT_TRUE(siluClampQuant<Format>(in, fq, sv, opt, nullptr).isOk());
         }
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        ASSERT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
         q[launch] = dq.download();
         s[launch] = ds.download();
       }
