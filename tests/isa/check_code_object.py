@@ -179,6 +179,14 @@ def check(code_object: str, arch: str, header: str, metadata: str, disassembly: 
         if k.uses_cvt is None:
             err(f"{k.name}: no code for symbol {k.symbol} in the disassembly")
 
+    check_expectations(report, arch, expect_kernels, require_cvt, require_cvt_regex)
+    return report
+
+
+def check_expectations(report: Report, arch: str, expect_kernels: Sequence[str], require_cvt: Sequence[str],
+                       require_cvt_regex: Sequence[str], regex_may_match_none: bool = False) -> None:
+    """Adds to report.errors what --expect-kernel / --require-cvt(-regex) find missing."""
+    err = report.errors.append
     found = {k.name: k for k in report.kernels}
     for name in expect_kernels:
         if name not in found:
@@ -192,13 +200,12 @@ def check(code_object: str, arch: str, header: str, metadata: str, disassembly: 
                 f"(it took the software encode)")
     for pattern in require_cvt_regex:
         matching = [k for k in report.kernels if re.fullmatch(pattern, k.name)]
-        if not matching:
+        if not matching and not regex_may_match_none:
             err(f"/{pattern}/: no kernel matches (required to use {CVT_INSTRUCTION})")
         for k in matching:
             if k.uses_cvt is False:
                 err(f"{k.name}: no {CVT_INSTRUCTION} on {arch}, whose hardware converts this format "
                     f"(it took the software encode)")
-    return report
 
 
 # --- Output ------------------------------------------------------------------
@@ -331,6 +338,36 @@ def self_test() -> int:
     return 0
 
 
+# --- Code objects inside a HIP program ----------------------------------------
+
+def extract_code_objects(binary: str, arch: str, objcopy: str, bundler: str, out: str) -> List[str]:
+    """The `arch` code objects of a HIP program, written to out.0, out.1, ...
+
+    clang puts one offload bundle per HIP translation unit in the section
+    .hip_fatbin; the linker concatenates the sections, so a program holds one
+    bundle per source, each starting with the bundle magic. Each is unbundled
+    for hipv4-amdgcn-amd-amdhsa--<arch>.
+    """
+    fatbin = out + ".hip_fatbin"
+    run_tool([objcopy, f"--dump-section=.hip_fatbin={fatbin}", binary, out + ".host"])
+    with open(fatbin, "rb") as f:
+        data = f.read()
+    starts = [m.start() for m in re.finditer(re.escape(b"__CLANG_OFFLOAD_BUNDLE__"), data)]
+    if not starts:
+        raise SystemExit(f"FAIL: {binary}: .hip_fatbin holds no offload bundle")
+    paths = []
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(data)
+        part = f"{out}.{n}.bundle"
+        with open(part, "wb") as f:
+            f.write(data[start:end])
+        co = f"{out}.{n}"
+        run_tool([bundler, "--unbundle", "--type=o", f"--input={part}",
+                  f"--targets=hipv4-amdgcn-amd-amdhsa--{arch}", f"--output={co}"])
+        paths.append(co)
+    return paths
+
+
 # --- Main --------------------------------------------------------------------
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -347,7 +384,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--require-cvt-regex", action="append", default=[], metavar="REGEX",
                    help=f"every kernel whose name fully matches must contain {CVT_INSTRUCTION}; "
                         "at least one must match")
+    p.add_argument("--cvt-regex-may-match-none", action="store_true",
+                   help="--require-cvt-regex holds for the kernels that match; none matching is not an error "
+                        "(a program that instantiates only the other format)")
     p.add_argument("--json", metavar="OUT", help="also write the table and errors as JSON")
+    p.add_argument("--from-binary", action="store_true",
+                   help="the positional argument is a HIP host program (or object): check the --arch code "
+                        "object of its offload bundle (section .hip_fatbin), extracted with --objcopy and --bundler")
+    p.add_argument("--objcopy", default="llvm-objcopy-22")
+    p.add_argument("--bundler", default="clang-offload-bundler")
+    p.add_argument("--extract-to", metavar="FILE", help="with --from-binary: where the extracted code object goes")
     p.add_argument("--self-test", action="store_true", help="check the checker on synthetic input")
     args = p.parse_args(argv)
 
@@ -355,13 +401,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return self_test()
     if not args.code_object or not args.arch:
         p.error("a code object and --arch are required (or --self-test)")
+    objects = [args.code_object]
+    if args.from_binary:
+        if not args.extract_to:
+            p.error("--from-binary needs --extract-to")
+        objects = extract_code_objects(args.code_object, args.arch, args.objcopy, args.bundler, args.extract_to)
 
-    header = run_tool([args.readelf, "--file-header", args.code_object])
-    metadata = run_tool([args.readelf, "--notes", args.code_object])
-    disassembly = run_tool([args.objdump, "-d", f"--mcpu={args.arch}", args.code_object])
-    report = check(args.code_object, args.arch, header, metadata, disassembly,
-                   tool_demangler(args.cxxfilt), args.expect_kernel, args.require_cvt,
-                   args.require_cvt_regex)
+    # Each code object on its own (arch, metadata, spills), then what must be
+    # present across all of them.
+    report = Report(code_object=args.code_object, arch=args.arch)
+    for co in objects:
+        header = run_tool([args.readelf, "--file-header", co])
+        metadata = run_tool([args.readelf, "--notes", co])
+        disassembly = run_tool([args.objdump, "-d", f"--mcpu={args.arch}", co])
+        part = check(co, args.arch, header, metadata, disassembly, tool_demangler(args.cxxfilt), [], [], [])
+        report.kernels += part.kernels
+        report.errors += part.errors
+    if not report.kernels:
+        report.errors.append(f"{args.code_object}: no kernels for {args.arch}")
+    check_expectations(report, args.arch, args.expect_kernel, args.require_cvt, args.require_cvt_regex,
+                       args.cvt_regex_may_match_none)
 
     print(format_table(report, args.require_cvt))
     if args.json:
