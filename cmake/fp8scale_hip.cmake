@@ -53,6 +53,11 @@ function(fp8scale_hip_executable name)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_include_directories(${name} SYSTEM PRIVATE ${FP8SCALE_HIP_SYSTEM_INCLUDES})
   target_compile_definitions(${name} PRIVATE FP8SCALE_TEST_DATA_DIR="${FP8SCALE_TEST_DATA_DIR}")
+  if(FP8SCALE_HIP_NOGPULIB)
+    # The stand-ins of hip_compat.h are for linking, not for a GPU: these
+    # programs never use one (they take their no-GPU paths).
+    target_compile_definitions(${name} PRIVATE FP8SCALE_HIP_NO_DEVICE_LIBS=1)
+  endif()
   target_link_libraries(${name} PRIVATE fp8scale::fp8scale ${FP8SCALE_AMDHIP64})
 endfunction()
 

@@ -45,9 +45,9 @@ struct GraphTiming {
 };
 
 /// Seconds per call of `body`, which enqueues one call on `stream`: a graph
-/// of t.launches calls, replayed once to warm up and t.reps times under CUDA
+/// of t.launches calls, replayed once to warm up and t.reps times between
 /// events, `prepare` (may be empty) enqueued untimed before each replay; the
-/// median replay / t.launches. Every CUDA status goes to `check(status,
+/// median replay / t.launches. Every runtime status goes to `check(status,
 /// what)`, which ends the run or throws; the graph, its instance, the events
 /// and an open capture are released on either path.
 template <class Check>
@@ -100,8 +100,8 @@ double timeGraphReplays(Stream stream, const std::function<void()>& body, const 
   return ms[ms.size() / 2] * 1e-3 / t.launches;
 }
 
-/// timeGraphReplays with kLaunchesPerGraph calls, `reps` replays and a CUDA
-/// error ending the run (the benchmarks' policy).
+/// timeGraphReplays with kLaunchesPerGraph calls, `reps` replays and a
+/// runtime error ending the run (the benchmarks' policy).
 inline double timePerCall(Stream stream, const std::function<void()>& body, int reps = 15) {
   GraphTiming t;
   t.reps = reps;

@@ -141,6 +141,10 @@ inline std::string noDeviceReason(DeviceError e, int count) {
 class GpuContext {
  public:
   static std::string create(GpuContext& ctx) {
+#if defined(FP8SCALE_HIP_NO_DEVICE_LIBS)
+    (void)ctx;
+    return "built without ROCm's device libraries (FP8SCALE_HIP_NOGPULIB), no GPU used";
+#endif
     int count = 0;
     const DeviceError e = runtime::getDeviceCount(&count);
     (void)deviceLastError();  // a failed query leaves an error the next check would read

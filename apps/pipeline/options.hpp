@@ -113,7 +113,7 @@ inline const char* usageText() {
          "  --sites LIST        sites to run, comma-separated (default: all four)\n"
          "  --attn-n N          attn_in's GEMM output features (default 1536; a multiple of 16)\n"
          "  --swiglu-limit F    down_in's clamp: gate <= F, |up| <= F (default 7; <= 0 disables)\n"
-         "  --iters N           calls per timing (GPU: calls per CUDA graph, median of 7 replays,\n"
+         "  --iters N           calls per timing (GPU: calls per graph, median of 7 replays,\n"
          "                      default 20; host: repetitions, median, default 2)\n"
          "  --seed N            seed of the built-in activations, the weights and the checked\n"
          "                      GEMM columns (default 1)\n"

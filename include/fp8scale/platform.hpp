@@ -241,9 +241,12 @@ inline DeviceError launchKernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 b
 }
 
 /// The runtime calls the tests, benchmarks and programs make, one spelling
-/// for both vendors: each is the CUDA / HIP runtime function of the same name
-/// (runtime::memcpy is cudaMemcpy / hipMemcpy), with the same arguments and
-/// error codes, so that one harness source compiles as CUDA and as HIP.
+/// for both vendors, so that one harness source compiles as CUDA and as HIP.
+/// Each calls the CUDA / HIP runtime function of the same name
+/// (runtime::memcpy is cudaMemcpy / hipMemcpy) and returns its error code.
+/// The arguments are the runtime's, except where a wrapper fixes a choice:
+/// a Copy direction instead of the memcpy kind, streamCreate's `nonBlocking`
+/// flag, thread-local capture, graphs instantiated without flags.
 namespace runtime {
 #if defined(FP8SCALE_PLATFORM_HIP)
 #define FP8SCALE_RT(name) hip##name
@@ -278,8 +281,9 @@ inline DeviceError memcpy(void* dst, const void* src, std::size_t bytes, Copy c)
 inline DeviceError memcpyAsync(void* dst, const void* src, std::size_t bytes, Copy c, Stream s) {
   return FP8SCALE_RT(MemcpyAsync)(dst, src, bytes, copyKind(c), s);
 }
-/// Blocking with respect to the host only for pageable memory: follow it with
-/// deviceSynchronize() before work on a non-blocking stream reads the bytes.
+/// On device memory it may return before the bytes are written, and work on
+/// a non-blocking stream does not wait for it: follow it with
+/// deviceSynchronize() before such work reads them.
 inline DeviceError memset(void* p, int byte, std::size_t bytes) { return FP8SCALE_RT(Memset)(p, byte, bytes); }
 inline DeviceError deviceSynchronize() { return FP8SCALE_RT(DeviceSynchronize)(); }
 inline DeviceError getDeviceCount(int* n) { return FP8SCALE_RT(GetDeviceCount)(n); }

@@ -150,7 +150,12 @@ void checkDeviceRounding() {
   packWithLibrary<In><<<(vecs + 255) / 256, 256>>>(dIn.get(), dPacked.get(), dRounded.get(), vecs, dHardware.get());
   ASSERT_EQ(deviceLastError(), kDeviceSuccess);
   ASSERT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
+#if defined(FP8SCALE_PLATFORM_HIP)
+  // AMD has no F2FP instruction: the rounding is the portable path's.
+  EXPECT_EQ(dHardware.download()[0], 0) << "the F2FP path was compiled on AMD";
+#else
   EXPECT_EQ(dHardware.download()[0], 1) << "the F2FP path was not compiled (device pass below sm_80)";
+#endif
   const auto packed = dPacked.download();
   const auto rounded = dRounded.download();
   std::size_t badPacked = 0, badRounded = 0, nans = 0, nanVectors = 0;

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -330,6 +331,16 @@ def self_test() -> int:
             ok = report.passed and len(report.kernels) == len(kernels)
         failures += not ok
         print(f"{'ok ' if ok else 'BAD'} {title}: errors={report.errors}")
+    # --cvt-regex-may-match-none: a regex no kernel matches is allowed, one
+    # that matches a kernel without the instruction still fails.
+    header, metadata, disassembly = _synthetic([native, other], "gfx942")
+    for title, regex, want_pass in (("unmatched regex allowed", ["nothing.*"], True),
+                                    ("matched regex still required", ["rel.*"], False)):
+        report = check("synthetic.co", "gfx942", header, metadata, disassembly, identity, [], [], [])
+        check_expectations(report, "gfx942", [], [], regex, regex_may_match_none=True)
+        ok = report.passed == want_pass
+        failures += not ok
+        print(f"{'ok ' if ok else 'BAD'} {title} (--cvt-regex-may-match-none): errors={report.errors}")
     if failures:
         print(f"FAIL: {failures} self-test case(s) did not behave as expected")
         return 1
@@ -348,8 +359,9 @@ def extract_code_objects(binary: str, arch: str, objcopy: str, bundler: str, out
     bundle per source, each starting with the bundle magic. Each is unbundled
     for hipv4-amdgcn-amd-amdhsa--<arch>.
     """
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     fatbin = out + ".hip_fatbin"
-    run_tool([objcopy, f"--dump-section=.hip_fatbin={fatbin}", binary, out + ".host"])
+    run_tool([objcopy, f"--dump-section=.hip_fatbin={fatbin}", binary, os.devnull])
     with open(fatbin, "rb") as f:
         data = f.read()
     starts = [m.start() for m in re.finditer(re.escape(b"__CLANG_OFFLOAD_BUNDLE__"), data)]
