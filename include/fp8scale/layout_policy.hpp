@@ -190,6 +190,89 @@ Result<ScaleView<T, ColMajor>> materializeHost(ScaleView<T, TransposedContiguous
   return materializeHost(asColumnMajor(src), dst, ld);
 }
 
+// ---------------------------------------------------------------------------
+// materialize into the UE8M0 exponent layouts (PackedUe8m0, Swizzled128x4).
+// ---------------------------------------------------------------------------
+
+/// Already in the layout: the same view, no code runs.
+template <class T>
+FP8SCALE_HOST_DEVICE constexpr ScaleView<T, PackedUe8m0> materialize(ScaleView<T, PackedUe8m0> src) {
+  return src;
+}
+template <class T>
+FP8SCALE_HOST_DEVICE constexpr ScaleView<T, Swizzled128x4> materialize(ScaleView<T, Swizzled128x4> src) {
+  return src;
+}
+
+/// Whether `s` is a scale the UE8M0 rule produces: a positive normal power of
+/// two (biased exponent 1..254, no mantissa bits), so that its exponent byte
+/// alone carries it.
+FP8SCALE_HOST_DEVICE inline bool isUe8m0Scale(float s) {
+  const std::uint32_t b = bitCast<std::uint32_t>(s);
+  const std::uint32_t e = b >> 23;  // the sign bit lands above the 8 exponent bits
+  return (b & 0x7FFFFFu) == 0 && e >= 1 && e <= 254;
+}
+
+/// Writes 0 to every padding slot of an exponent view: the slots (m, g) with
+/// m in [M, paddedRows) or g in [G, paddedCols) (PackedUe8m0: rows up to ld,
+/// groups up to align(G, 4); Swizzled128x4: rows up to align(M, 128), groups
+/// up to align(G, 4)). Host code (the references and materializeHost).
+template <class Layout>
+void zeroExponentPadding(ScaleView<std::uint8_t, Layout> v) {
+  static_assert(detail::IsExponentLayout<Layout>::value, "exponent layouts only");
+  if (v.cols() == 0) return;
+  const index_t rows = v.layout().paddedRows(v.rows()), cols = v.layout().paddedCols(v.cols());
+  for (index_t m = 0; m < rows; ++m)
+    for (index_t g = (m < v.rows() ? v.cols() : 0); g < cols; ++g) v.data()[v.layout().offset(m, g)] = 0;
+}
+
+/// Host relayout of fp32 UE8M0 scales into an exponent layout, the transform
+/// engines run before an SM100 GEMM today (DeepGEMM
+/// get_mn_major_tma_aligned_packed_ue8m0_tensor; the 128 x 4 swizzle of
+/// cuBLASLt / CUTLASS MXFP8 scales): dst(m, g) = the biased exponent byte of
+/// src(m, g), every padding slot of dst = 0.
+///
+/// @param src  (M, G) fp32 scales, RowMajor or ColMajor, produced with the
+///             UE8M0 rule (powers of two; a scale of the fp32 rule would not
+///             survive the conversion, and is refused)
+/// @param dst  (M, G) PackedUe8m0 or Swizzled128x4 view (its requiredSpan()
+///             bytes are written)
+/// Errors: kInvalidShape ('dst': extents differ from src's), kInvalidValue
+/// ('dst': its bytes overlap src's; 'src': a scale that is not a positive
+/// normal power of two, its value reported). Nothing is written on error.
+template <class SrcLayout, class DstLayout>
+Status materializeHost(ScaleView<const float, SrcLayout> src, ScaleView<std::uint8_t, DstLayout> dst) {
+  static_assert(std::is_same<SrcLayout, RowMajor>::value || std::is_same<SrcLayout, ColMajor>::value,
+                "materializeHost reads RowMajor or ColMajor fp32 scales");
+  static_assert(detail::IsExponentLayout<DstLayout>::value, "the destination is PackedUe8m0 or Swizzled128x4");
+  constexpr const char* fn = "materializeHost";
+  if (dst.rows() != src.rows() || dst.cols() != src.cols())
+    return Status::error(StatusCode::kInvalidShape, fn, "dst", "extents differ from the source's (rows, cols)",
+                         dst.rows() != src.rows() ? dst.rows() : dst.cols(),
+                         dst.rows() != src.rows() ? src.rows() : src.cols());
+  const auto* s0 = reinterpret_cast<const unsigned char*>(src.data());
+  const auto* s1 = s0 + src.requiredSpan() * static_cast<index_t>(sizeof(float));
+  const auto* d0 = reinterpret_cast<const unsigned char*>(dst.data());
+  const auto* d1 = d0 + dst.requiredSpan();
+  if (d0 < s1 && s0 < d1)
+    return Status::error(StatusCode::kInvalidValue, fn, "dst", "destination overlaps the source; relayout is not in place");
+  for (index_t m = 0; m < src.rows(); ++m)
+    for (index_t g = 0; g < src.cols(); ++g)
+      if (!isUe8m0Scale(src(m, g)))
+        return Status::errorFloat(StatusCode::kInvalidValue, fn, "src",
+                                  "holds a scale that is not a normal power of two (exponent layouts need UE8M0-rule "
+                                  "scales)",
+                                  src(m, g));
+  for (index_t m = 0; m < src.rows(); ++m)
+    for (index_t g = 0; g < src.cols(); ++g) dst(m, g) = static_cast<std::uint8_t>(bitCast<std::uint32_t>(src(m, g)) >> 23);
+  zeroExponentPadding(dst);
+  return Status::ok();
+}
+template <class SrcLayout, class DstLayout>
+Status materializeHost(ScaleView<float, SrcLayout> src, ScaleView<std::uint8_t, DstLayout> dst) {
+  return materializeHost(ScaleView<const float, SrcLayout>(src), dst);
+}
+
 #if defined(FP8SCALE_HAS_DEVICE)
 
 /// Tuning of the relayout kernel: a 32 x 32 tile through shared memory, read

@@ -22,6 +22,19 @@
 //                         without touching memory.
 //   PerTensor             one scale for the whole tensor, broadcast: strides
 //                         (0, 0). Re-view helpers pass it through unchanged.
+//   PackedUe8m0{ld}       UE8M0 exponent bytes, four groups to an int32 word,
+//                         words column-major: byte g % 4 of word
+//                         (g / 4) * ld + m. The int32 (M, ceil(G / 4))
+//                         tensor with strides (1, ld), ld = align(M, 4), that
+//                         DeepGEMM's SM100 kernels read.
+//   Swizzled128x4         UE8M0 exponent bytes in tiles of 128 rows x 4
+//                         groups (512 bytes), rows interleaved by 32 inside a
+//                         tile: the layout of Blackwell block-scaled MMA
+//                         (cuBLASLt VEC32_UE8M0, MXFP8).
+//
+// The two byte layouts hold exponents only (ScaleView<std::uint8_t, ...>); a
+// float view of them, or a float view re-viewed as them, does not compile:
+// materializeHost() converts fp32 UE8M0 scales into them.
 //
 // There is no default layout: every view names one.
 #pragma once
@@ -91,6 +104,81 @@ FP8SCALE_HOST_DEVICE constexpr index_t alignUp(index_t m, index_t alignment) {
   return (m + alignment - 1) / alignment * alignment;
 }
 
+/// DeepGEMM's packed UE8M0 scales (SM100 FP8 GEMMs with 1 x 128 or 1 x 32
+/// activation groups): the UE8M0 exponent bytes of groups 4w .. 4w + 3 of
+/// row m are the little-endian bytes 0..3 of int32 word w * ld + m, so the
+/// consumer's tensor is int32 (M, ceil(G / 4)) with strides (1, ld) and
+/// ld = align(M, 4) (DeepGEMM get_mn_major_tma_aligned_packed_ue8m0_tensor,
+/// vLLM per_token_group_quant_8bit_packed). A view addresses the bytes:
+/// offset(m, g) = ((g / 4) * ld + m) * 4 + g % 4.
+///
+/// Padding slots, which every writer sets to 0: the rows [M, ld) of every
+/// word column, and in rows [0, M) the bytes of groups [G, align(G, 4)).
+/// ld is a multiple of 4 (TMA strides are multiples of 16 bytes), >= M.
+struct PackedUe8m0 {
+  index_t ld = 0;  ///< int32 words from one word column to the next
+  static constexpr bool kColumnMajor = false;
+  /// Groups per int32 word.
+  static constexpr index_t kGroupsPerWord = 4;
+  FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const {
+    return ((g / kGroupsPerWord) * ld + m) * kGroupsPerWord + g % kGroupsPerWord;
+  }
+  /// Strides of the consumer's int32 (M, ceil(G / 4)) tensor, in words.
+  FP8SCALE_HOST_DEVICE constexpr index_t wordStride(int dim) const { return dim == 0 ? 1 : ld; }
+  /// Bytes addressed: ceil(G / 4) word columns of ld words, at any M.
+  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t /*rows*/, index_t cols) const {
+    return (cols + kGroupsPerWord - 1) / kGroupsPerWord * ld * kGroupsPerWord;
+  }
+  static constexpr index_t minLd(index_t rows, index_t /*cols*/) { return alignUp(rows, kGroupsPerWord); }
+  FP8SCALE_HOST_DEVICE constexpr index_t paddedRows(index_t /*rows*/) const { return ld; }
+  FP8SCALE_HOST_DEVICE constexpr index_t paddedCols(index_t cols) const { return alignUp(cols, kGroupsPerWord); }
+};
+
+/// The 128 x 4 tiled UE8M0 scale layout of Blackwell block-scaled MMA: cuBLASLt's
+/// VEC32_UE8M0 scale mode (MXFP8, groups of 32; cuBLAS "1D Block Scaling Factors
+/// Layout"), cuDNN's 128x4 layout, CUTLASS's block-scaled SM100 configs. The
+/// (M, G) exponents, padded to align(M, 128) rows and align(G, 4) groups, are
+/// cut into tiles of 128 rows x 4 groups, 512 bytes each, tiles row-major
+/// (tile (m / 128, g / 4) at (m / 128) * ceil(G / 4) + g / 4); inside a tile,
+/// row r = m % 128 and group c = g % 4 are at byte (r % 32) * 16 + (r / 32) * 4 + c.
+///
+/// Padding slots, which every writer sets to 0: rows [M, align(M, 128)) and
+/// groups [G, align(G, 4)).
+struct Swizzled128x4 {
+  index_t colTiles = 0;  ///< ceil(G / 4): tiles across a band of 128 rows
+  static constexpr bool kColumnMajor = false;
+  static constexpr index_t kTileRows = 128;
+  static constexpr index_t kTileCols = 4;
+  static constexpr index_t kTileBytes = kTileRows * kTileCols;
+  /// The layout of (rows, cols) exponents.
+  static constexpr Swizzled128x4 forCols(index_t cols) {
+    return Swizzled128x4{cols <= 0 ? 0 : cols / kTileCols + (cols % kTileCols != 0 ? 1 : 0)};
+  }
+  FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const {
+    const index_t tile = (m / kTileRows) * colTiles + g / kTileCols;
+    const index_t r = m % kTileRows;
+    return tile * kTileBytes + (r % 32) * 16 + (r / 32) * kTileCols + g % kTileCols;
+  }
+  /// Bytes addressed: whole tiles, ceil(M / 128) x ceil(G / 4) of them.
+  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t rows, index_t /*cols*/) const {
+    return (rows + kTileRows - 1) / kTileRows * colTiles * kTileBytes;
+  }
+  FP8SCALE_HOST_DEVICE constexpr index_t paddedRows(index_t rows) const { return alignUp(rows, kTileRows); }
+  FP8SCALE_HOST_DEVICE constexpr index_t paddedCols(index_t /*cols*/) const { return colTiles * kTileCols; }
+};
+
+namespace detail {
+/// align(rows, 4), the packed ld DeepGEMM allocates; extents past 2^48 are
+/// passed through for make() to refuse.
+constexpr index_t defaultPackedLd(index_t rows) {
+  return rows >= 0 && rows <= kMaxSpanBytes ? alignUp(rows, PackedUe8m0::kGroupsPerWord) : rows;
+}
+/// The byte layouts of UE8M0 exponents: views of them are std::uint8_t.
+template <class Layout>
+struct IsExponentLayout
+    : std::bool_constant<std::is_same<Layout, PackedUe8m0>::value || std::is_same<Layout, Swizzled128x4>::value> {};
+}  // namespace detail
+
 template <class T, class Layout>
 class ScaleView;
 
@@ -108,6 +196,10 @@ struct HasLd : std::bool_constant<std::is_same<Layout, RowMajor>::value ||
 /// helpers rowMajorView() / colMajorView() / transposedContiguousView().
 template <class T, class Layout>
 class ScaleView {
+  static_assert(!detail::IsExponentLayout<Layout>::value || std::is_same<std::remove_const_t<T>, std::uint8_t>::value,
+                "PackedUe8m0 and Swizzled128x4 hold UE8M0 exponent bytes: view them as std::uint8_t, not as "
+                "fp32 scales");
+
  public:
   using element_type = T;
   using layout_type = Layout;
@@ -139,13 +231,15 @@ class ScaleView {
   /// Leading dimension: RowMajor / ColMajor: the layout's ld. P1: cols (its
   /// presented row stride). PerTensor: 0.
   FP8SCALE_HOST_DEVICE constexpr index_t ld() const {
-    if constexpr (detail::HasLd<Layout>::value) return layout_.ld;
+    if constexpr (detail::HasLd<Layout>::value || std::is_same<Layout, PackedUe8m0>::value) return layout_.ld;
     else if constexpr (std::is_same<Layout, TransposedContiguous>::value) return cols_;
     else return 0;
   }
 
   /// Stride of dimension 0 (m) or 1 (g), in elements. For P1 these are the
-  /// presented strides (G, 1), not the ones its bytes have.
+  /// presented strides (G, 1), not the ones its bytes have. The byte layouts
+  /// have none (PackedUe8m0: see PackedUe8m0::wordStride).
+  template <class L = Layout, class = std::enable_if_t<!detail::IsExponentLayout<L>::value>>
   FP8SCALE_HOST_DEVICE constexpr index_t stride(int dim) const {
     if constexpr (std::is_same<Layout, TransposedContiguous>::value) return dim == 0 ? cols_ : 1;
     else return layout_.stride(dim);
@@ -164,7 +258,10 @@ class ScaleView {
   /// at least one column. See writeScalePadding().
   template <class L = Layout, class = std::enable_if_t<!std::is_same<L, TransposedContiguous>::value>>
   FP8SCALE_HOST_DEVICE constexpr bool hasPadding() const {
-    return cols_ > 0 && layout_.paddingRows(rows_) > 0;
+    if constexpr (detail::IsExponentLayout<Layout>::value)
+      return layout_.requiredSpan(rows_, cols_) > rows_ * cols_;  // bytes addressed that hold no exponent
+    else
+      return cols_ > 0 && layout_.paddingRows(rows_) > 0;
   }
 
   /// Element (m, g). Not available on P1 (its strides do not describe its bytes).
@@ -254,12 +351,40 @@ Result<ScaleView<T, Layout>> ScaleView<T, Layout>::make(T* data, index_t rows, i
                                                 : "row-major ld is smaller than cols",
                            layout.ld, minLd);
   }
+  if constexpr (detail::IsExponentLayout<Layout>::value) {
+    // One byte a slot: an extent past 2^48 cannot fit (and would overflow the
+    // padding arithmetic below).
+    if (rows > detail::kMaxSpanBytes || cols > detail::kMaxSpanBytes)
+      return Status::error(StatusCode::kInvalidShape, "ScaleView::make", rows > detail::kMaxSpanBytes ? "rows" : "cols",
+                           "extent spans more than 2^48 bytes", rows > detail::kMaxSpanBytes ? rows : cols,
+                           detail::kMaxSpanBytes);
+  }
+  if constexpr (std::is_same<Layout, PackedUe8m0>::value) {
+    const index_t minLd = Layout::minLd(rows, cols);
+    if (layout.ld < minLd)
+      return Status::error(StatusCode::kLdTooSmall, "ScaleView::make", "ld",
+                           "packed UE8M0 ld is smaller than align(rows, 4)", layout.ld, minLd);
+    if (layout.ld % Layout::kGroupsPerWord != 0)
+      return Status::error(StatusCode::kInvalidShape, "ScaleView::make", "ld",
+                           "packed UE8M0 ld must be a multiple of 4 words (16-byte TMA strides)", layout.ld);
+  }
+  if constexpr (std::is_same<Layout, Swizzled128x4>::value) {
+    if (layout.colTiles != Layout::forCols(cols).colTiles)
+      return Status::error(StatusCode::kInvalidShape, "ScaleView::make", "layout",
+                           "Swizzled128x4::colTiles must be ceil(cols / 4) (use Swizzled128x4::forCols)",
+                           layout.colTiles, Layout::forCols(cols).colTiles);
+  }
   index_t span = 0;  // elements addressed, computed without overflow
   if constexpr (std::is_same<Layout, RowMajor>::value) span = detail::stridedSpan(rows, cols, layout.ld);
   else if constexpr (std::is_same<Layout, ColMajor>::value) span = detail::spanMul(cols, layout.ld);
   else if constexpr (std::is_same<Layout, PerTensor>::value) span = 1;
+  else if constexpr (std::is_same<Layout, PackedUe8m0>::value)
+    span = detail::spanMul(detail::spanMul((cols + 3) / 4, layout.ld), Layout::kGroupsPerWord);
+  else if constexpr (std::is_same<Layout, Swizzled128x4>::value)
+    span = detail::spanMul(detail::spanMul((rows + 127) / 128, layout.colTiles), Layout::kTileBytes);
   else span = detail::spanMul(rows, cols);
-  constexpr const char* spanArgument = detail::HasLd<Layout>::value ? "ld" : "cols";
+  constexpr const char* spanArgument =
+      detail::HasLd<Layout>::value || std::is_same<Layout, PackedUe8m0>::value ? "ld" : "cols";
   if (Status s = detail::checkSpan("ScaleView::make", spanArgument, data, span, sizeof(T)); !s) return s;
   // A column-major view of M == 0 with ld > 0 still has padding slots to write.
   const bool addressesMemory = std::is_same<Layout, PerTensor>::value ? rows > 0 && cols > 0 : span > 0;
@@ -270,6 +395,12 @@ Result<ScaleView<T, Layout>> ScaleView<T, Layout>::make(T* data, index_t rows, i
                                       "pointer is not aligned to the element type");
       !s)
     return s;
+  if constexpr (detail::IsExponentLayout<Layout>::value) {
+    if (Status s = detail::checkAligned("ScaleView::make", "data", data, 16,
+                                        "exponent layouts are read by TMA: 16-byte aligned pointer required");
+        !s)
+      return s;
+  }
   return ScaleView(data, rows, cols, layout);
 }
 
@@ -287,6 +418,30 @@ Result<ScaleView<T, RowMajor>> rowMajorView(T* data, index_t rows, index_t cols,
 template <class T>
 Result<ScaleView<T, ColMajor>> colMajorView(T* data, index_t rows, index_t cols, index_t ld = kDefaultLd) {
   return ScaleView<T, ColMajor>::make(data, rows, cols, ColMajor{ld == kDefaultLd ? rows : ld});
+}
+
+/// DeepGEMM's packed UE8M0 exponents of (M, G) scales, bytes of the int32
+/// (M, ceil(G / 4)) tensor with strides (1, ld); ld defaults to align(M, 4).
+inline Result<ScaleView<std::uint8_t, PackedUe8m0>> packedUe8m0View(std::uint8_t* data, index_t rows, index_t cols,
+                                                                    index_t ld = kDefaultLd) {
+  return ScaleView<std::uint8_t, PackedUe8m0>::make(data, rows, cols,
+                                                    PackedUe8m0{ld == kDefaultLd ? detail::defaultPackedLd(rows) : ld});
+}
+inline Result<ScaleView<const std::uint8_t, PackedUe8m0>> packedUe8m0View(const std::uint8_t* data, index_t rows,
+                                                                          index_t cols, index_t ld = kDefaultLd) {
+  return ScaleView<const std::uint8_t, PackedUe8m0>::make(data, rows, cols,
+                                                          PackedUe8m0{ld == kDefaultLd ? detail::defaultPackedLd(rows) : ld});
+}
+
+/// The 128 x 4 tiled UE8M0 exponents of (M, G) scales: a buffer of
+/// ceil(M / 128) * ceil(G / 4) * 512 bytes.
+inline Result<ScaleView<std::uint8_t, Swizzled128x4>> swizzled128x4View(std::uint8_t* data, index_t rows,
+                                                                        index_t cols) {
+  return ScaleView<std::uint8_t, Swizzled128x4>::make(data, rows, cols, Swizzled128x4::forCols(cols));
+}
+inline Result<ScaleView<const std::uint8_t, Swizzled128x4>> swizzled128x4View(const std::uint8_t* data, index_t rows,
+                                                                              index_t cols) {
+  return ScaleView<const std::uint8_t, Swizzled128x4>::make(data, rows, cols, Swizzled128x4::forCols(cols));
 }
 
 /// "P1": a contiguous (M, G) tensor whose bytes a producer wrote transposed.
@@ -323,6 +478,14 @@ FP8SCALE_HOST_DEVICE constexpr ScaleView<T, ColMajor> asColumnMajor(ScaleView<T,
 /// or reinterpretAsTransposedBytes() if the bytes are known to be transposed.
 template <class T>
 ScaleView<T, ColMajor> asColumnMajor(ScaleView<T, RowMajor> v) = delete;
+
+/// Scales in RowMajor / ColMajor / P1 are one value a slot: none of them holds
+/// the bytes of the packed or tiled exponent layouts, so there is no re-view
+/// into those; materializeHost() converts.
+template <class T, class Layout>
+void asPackedUe8m0(ScaleView<T, Layout> v) = delete;
+template <class T, class Layout>
+void asSwizzled128x4(ScaleView<T, Layout> v) = delete;
 
 /// The explicit escape hatch: declares that a buffer typed row-major actually
 /// holds transposed bytes (a producer ran with TRANSPOSE_SCALE into a tensor
