@@ -9,7 +9,8 @@
 //
 // The entries are those of bench_producers' A/B set, with the same names:
 // {group_quant, rmsnorm_quant, silu_clamp_quant} x {row_major, col_major
-// (ld = M)} x {default launch, /pdl} x M in {1, 8, 64, 512, 8192, 65536};
+// (ld = M)} x {default launch, /pdl} x M in {1, 8, 64, 128, 512, 2048, 8192, 16384,
+// 65536};
 // bf16 input, e4m3fn, groups of 128, K = 7168 (SiLU-clamp: I = 2048, limit 7).
 // Only the public launcher API is used, so any two library versions with the
 // same API can be compared.
@@ -61,7 +62,7 @@ const std::vector<Entry>& entries() {
     for (int p = 0; p < 3; ++p)
       for (bool col : {false, true})
         for (bool pdl : {false, true})
-          for (index_t m : {1, 8, 64, 512, 8192, 65536}) {
+          for (index_t m : {1, 8, 64, 128, 512, 2048, 8192, 16384, 65536}) {
             std::string name = std::string(names[p]) + (col ? "/col_major" : "/row_major") + (pdl ? "/pdl/" : "/") +
                                std::to_string(m);
             e.push_back({static_cast<Producer>(p), col, pdl, m, name});
