@@ -2,7 +2,8 @@
 // helpers and materializeHost.
 //
 // Each input picks a layout (RowMajor, ColMajor, TransposedContiguous,
-// PerTensor), an element type (float, packed-UE8M0 bytes), extents, an ld
+// PerTensor, and the exponent layouts PackedUe8m0 / Swizzled128x4), an
+// element type (float, UE8M0 bytes), extents, an ld
 // and a pointer (a real buffer, null, misaligned, near the top of the
 // address space, a fake address). The target computes in 128-bit integers
 // what make() must answer (the status code and argument, or the span) and
@@ -14,6 +15,7 @@
 // second buffer (or an overlapping, null or misaligned one) must refuse
 // exactly the bad destinations and otherwise copy every (m, g) with the
 // padding slots zeroed.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -275,6 +277,123 @@ void fuzzView(FuzzedDataProvider& in) {
   }
 }
 
+// ---- The UE8M0 exponent layouts (PackedUe8m0, Swizzled128x4) -------------
+
+constexpr i128 kMax48 = i128(1) << 48;
+
+/// What make() must answer for an exponent view, in 128-bit arithmetic;
+/// `param` is the packed ld or the tiles across (colTiles).
+template <class Layout>
+Expected expectedExponentMake(const std::uint8_t* p, index_t rows, index_t cols, index_t param) {
+  constexpr bool kPacked = std::is_same<Layout, PackedUe8m0>::value;
+  Expected e;
+  if (rows < 0) return {StatusCode::kInvalidShape, "rows"};
+  if (cols < 0) return {StatusCode::kInvalidShape, "cols"};
+  if (rows > kMax48) return {StatusCode::kInvalidShape, "rows"};
+  if (cols > kMax48) return {StatusCode::kInvalidShape, "cols"};
+  const i128 words = (i128(cols) + 3) / 4;  // 4-group word columns, or tiles across
+  if (kPacked) {
+    if (param < (i128(rows) + 3) / 4 * 4) return {StatusCode::kLdTooSmall, "ld"};
+    if (param % 4 != 0) return {StatusCode::kInvalidShape, "ld"};
+    e.span = words * param * 4;
+  } else {
+    if (param != words) return {StatusCode::kInvalidShape, "layout"};
+    e.span = (i128(rows) + 127) / 128 * words * 512;
+  }
+  const char* spanArg = kPacked ? "ld" : "cols";
+  if (e.span > kMax48) return {StatusCode::kInvalidShape, spanArg, e.span};
+  if (p != nullptr && e.span > i128(UINTPTR_MAX - reinterpret_cast<std::uintptr_t>(p)))
+    return {StatusCode::kInvalidShape, spanArg, e.span};
+  if (p == nullptr && e.span > 0) return {StatusCode::kNullPointer, "data", e.span};
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return {StatusCode::kMisaligned, "data", e.span};
+  return e;
+}
+
+/// The consumers' mappings, written out independently of the layouts.
+template <class Layout>
+i128 exponentOffsetOf(index_t m, index_t g, index_t param) {
+  if constexpr (std::is_same<Layout, PackedUe8m0>::value) return (i128(g / 4) * param + m) * 4 + g % 4;
+  else return (i128(m / 128) * param + g / 4) * 512 + (m % 32) * 16 + (m % 128) / 32 * 4 + g % 4;
+}
+
+template <class Layout>
+void fuzzExponentView(FuzzedDataProvider& in) {
+  constexpr bool kPacked = std::is_same<Layout, PackedUe8m0>::value;
+  const index_t rows = pickExtent(in, 300);
+  const index_t cols = pickExtent(in, 60);
+  index_t param = 0;
+  if (kPacked) {
+    param = pickStride(in, rows >= 0 && rows <= (index_t{1} << 48) ? (rows + 3) / 4 * 4 : 0);
+  } else {
+    const index_t tiles = cols >= 0 ? cols / 4 + (cols % 4 != 0 ? 1 : 0) : 0;
+    param = in.ConsumeIntegralInRange<int>(0, 5) == 0 ? pickStride(in, tiles) : tiles;
+  }
+  PointerKind kind = pickPointerKind(in);
+  const Expected shape = expectedExponentMake<Layout>(reinterpret_cast<std::uint8_t*>(16), rows, cols, param);
+  const bool small = shape.code == StatusCode::kOk && shape.span <= kMaxRealSpan;
+  if (kind == PointerKind::kReal && !small) kind = PointerKind::kFake;
+  std::vector<std::uint8_t> storage(small ? static_cast<std::size_t>(shape.span) + 16 : 16, 0x55);
+  auto* aligned = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 15) &
+                                                  ~std::uintptr_t{15});
+  std::uint8_t* p = pointerOf(kind, aligned);
+  if (kind == PointerKind::kReal && shape.span == 0) p = nullptr;
+  const bool real = kind == PointerKind::kReal && p != nullptr;
+
+  Layout layout{};
+  if constexpr (kPacked) layout.ld = param;
+  else layout.colTiles = param;
+  const auto view = ScaleView<std::uint8_t, Layout>::make(p, rows, cols, layout);
+  const Expected e = expectedExponentMake<Layout>(p, rows, cols, param);
+  if (e.code != StatusCode::kOk) {
+    FUZZ_CHECK(!view, "accepted an exponent view make() must refuse: " + std::string(e.argument));
+    FUZZ_CHECK(view.status().code() == e.code && std::strcmp(view.status().argument(), e.argument) == 0,
+               "expected " + std::string(e.argument) + ", got " + describe(view.status()));
+    checkRefusal(view.status(), "ScaleView::make");
+    return;
+  }
+  FUZZ_CHECK(view, "refused a valid exponent view: " + describe(view.status()));
+  const auto v = view.value();
+  FUZZ_CHECK(i128(v.requiredSpan()) == e.span, "requiredSpan differs from the independent span");
+  FUZZ_CHECK(v.hasPadding() == (e.span > i128(rows) * cols), "hasPadding(): the span holds slots that are no scale");
+  if (rows > 0 && cols > 0)
+    for (int i = 0; i < 4; ++i) {
+      const index_t m = in.ConsumeIntegralInRange<index_t>(0, rows - 1);
+      const index_t g = in.ConsumeIntegralInRange<index_t>(0, cols - 1);
+      const i128 off = exponentOffsetOf<Layout>(m, g, param);
+      FUZZ_CHECK(off >= 0 && off < e.span && i128(v.layout().offset(m, g)) == off, "offset(m, g)");
+    }
+  if (!real || i128(rows) * cols > kMaxRealSpan) return;
+  // Every (m, g) a distinct byte inside the span; the padding routine zeroes
+  // exactly the rest of the span; nothing outside it is touched (ASan, and
+  // the guard bytes after it).
+  std::vector<int> hits(static_cast<std::size_t>(e.span), 0);
+  for (index_t m = 0; m < rows; ++m)
+    for (index_t g = 0; g < cols; ++g) {
+      std::uint8_t& b = v(m, g);
+      b = static_cast<std::uint8_t>(1 + (m * 31 + g) % 254);
+      ++hits[static_cast<std::size_t>(&b - p)];
+    }
+  zeroExponentPadding(v);
+  for (std::size_t k = 0; k < hits.size(); ++k) {
+    FUZZ_CHECK(hits[k] <= 1, "two (m, g) share a byte");
+    if (hits[k] == 0) FUZZ_CHECK(p[k] == 0, "a byte of the span that is no scale was not zeroed as padding");
+    else FUZZ_CHECK(p[k] != 0, "padding zeroing overwrote a scale");
+  }
+  for (std::uint8_t* q = p + e.span; q < storage.data() + storage.size(); ++q)
+    FUZZ_CHECK(*q == 0x55, "written past requiredSpan()");
+  // materializeHost from fp32 UE8M0 scales (row-major) gives the exponents.
+  std::vector<float> src(static_cast<std::size_t>(rows * cols));
+  for (std::size_t k = 0; k < src.size(); ++k) src[k] = std::ldexp(1.0f, static_cast<int>(k % 200) - 100);
+  std::memset(p, 0x55, static_cast<std::size_t>(e.span));
+  const Status st = materializeHost(ScaleView<const float, RowMajor>::make(src.data(), rows, cols, RowMajor{cols}).value(), v);
+  FUZZ_CHECK(st, describe(st));
+  for (index_t m = 0; m < rows; ++m)
+    for (index_t g = 0; g < cols; ++g)
+      FUZZ_CHECK(v(m, g) == static_cast<std::uint8_t>((m * cols + g) % 200 - 100 + 127), "materialized exponent");
+  for (std::size_t k = 0; k < hits.size(); ++k)
+    if (hits[k] == 0) FUZZ_CHECK(p[k] == 0, "materializeHost left a padding byte");
+}
+
 template <class T>
 void fuzzElement(FuzzedDataProvider& in) {
   switch (in.ConsumeIntegralInRange<int>(0, 3)) {
@@ -291,7 +410,11 @@ void fuzzElement(FuzzedDataProvider& in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
-  if (in.ConsumeBool()) fp8scale::fuzz::fuzzElement<float>(in);
-  else fp8scale::fuzz::fuzzElement<std::uint8_t>(in);
+  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+    case 0: fp8scale::fuzz::fuzzElement<float>(in); break;
+    case 1: fp8scale::fuzz::fuzzElement<std::uint8_t>(in); break;
+    case 2: fp8scale::fuzz::fuzzExponentView<fp8scale::PackedUe8m0>(in); break;
+    default: fp8scale::fuzz::fuzzExponentView<fp8scale::Swizzled128x4>(in); break;
+  }
   return 0;
 }
