@@ -58,6 +58,7 @@ function(fp8scale_hip_executable name)
     # programs never use one (they take their no-GPU paths).
     target_compile_definitions(${name} PRIVATE FP8SCALE_HIP_NO_DEVICE_LIBS=1)
   endif()
-  target_link_libraries(${name} PRIVATE fp8scale::fp8scale ${FP8SCALE_AMDHIP64})
+  # fp8scale_kernels (cmake/fp8scale_kernels.cmake): the launchers compiled once.
+  target_link_libraries(${name} PRIVATE fp8scale::fp8scale fp8scale_kernels ${FP8SCALE_AMDHIP64})
 endfunction()
 

@@ -19,6 +19,7 @@
 #include "platform.hpp"
 #include "scale_view.hpp"
 #include "status.hpp"
+#include "detail/kernel_instances.hpp"
 
 namespace fp8scale {
 
@@ -367,6 +368,9 @@ Result<ScaleView<T, ColMajor>> materialize(ScaleView<T, TransposedContiguous> sr
                                            Stream stream) {
   return materialize(asColumnMajor(src), dst, ld, stream);
 }
+
+/// The compiled kernel library's instantiations (detail/kernel_instances.hpp).
+FP8SCALE_DECLARE_LIBRARY_INSTANCES(FP8SCALE_MATERIALIZE_INSTANCES)
 
 #endif  // FP8SCALE_HAS_DEVICE
 

@@ -19,6 +19,7 @@
 #include "../status.hpp"
 #include "communicator.hpp"
 #include "signal.hpp"
+#include "../detail/kernel_instances.hpp"
 
 namespace fp8scale {
 
@@ -355,6 +356,9 @@ Status allreduceSum(const AllreduceCommunicator& comm, const In* x, index_t rows
                                                                            out, ldOut,
                                                                            detail::kAllreduceOpSum, stream);
 }
+
+/// The compiled kernel library's instantiations (detail/kernel_instances.hpp).
+FP8SCALE_DECLARE_LIBRARY_INSTANCES(FP8SCALE_ALLREDUCE_SUM_INSTANCES)
 
 #endif  // FP8SCALE_HAS_DEVICE
 

@@ -37,6 +37,7 @@
 #include "../scale_view.hpp"
 #include "../spec/weight_block_quant.hpp"
 #include "../status.hpp"
+#include "../detail/kernel_instances.hpp"
 
 namespace fp8scale {
 
@@ -172,6 +173,9 @@ Result<BlockQuantizedWeight<Format>> weightBlockQuant(const WeightQuantInput<In>
   if (!launched) return launched;
   return out;
 }
+
+/// The compiled kernel library's instantiations (detail/kernel_instances.hpp).
+FP8SCALE_DECLARE_LIBRARY_INSTANCES(FP8SCALE_WEIGHT_BLOCK_QUANT_INSTANCES)
 
 #endif  // FP8SCALE_HAS_DEVICE
 

@@ -37,6 +37,7 @@
 
 #include "../allreduce/allreduce_sum.hpp"
 #include "rmsnorm_quant.hpp"
+#include "../detail/kernel_instances.hpp"
 
 namespace fp8scale {
 
@@ -277,6 +278,9 @@ Result<QuantizedTensor<Format, Layout>> gatheredRmsNormQuant(const RmsNormQuantI
   if (!launched) return launched;
   return out;
 }
+
+/// The compiled kernel library's instantiations (detail/kernel_instances.hpp).
+FP8SCALE_DECLARE_LIBRARY_INSTANCES(FP8SCALE_ALLREDUCE_RMSNORM_QUANT_INSTANCES)
 
 #endif  // FP8SCALE_HAS_DEVICE
 

@@ -31,6 +31,7 @@
 
 #include "../spec/group_quant.hpp"
 #include "common.hpp"
+#include "../detail/kernel_instances.hpp"
 
 namespace fp8scale {
 
@@ -498,6 +499,9 @@ Result<QuantizedTensor<Format, Layout>> groupQuant(const GroupQuantInput<In>& in
       "groupQuant", in, in.rows, in.cols() / opt.groupSize, q, scale, opt, fmax,
       GroupTilePolicy<In>::kGroupQuantWaves, stream);
 }
+
+/// The compiled kernel library's instantiations (detail/kernel_instances.hpp).
+FP8SCALE_DECLARE_LIBRARY_INSTANCES(FP8SCALE_GROUP_QUANT_INSTANCES)
 
 #endif  // FP8SCALE_HAS_DEVICE
 

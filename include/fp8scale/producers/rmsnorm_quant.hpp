@@ -20,6 +20,7 @@
 
 #include "../spec/rmsnorm_quant.hpp"
 #include "common.hpp"
+#include "../detail/kernel_instances.hpp"
 
 namespace fp8scale {
 
@@ -544,6 +545,9 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
   if (!launched) return launched;
   return out;
 }
+
+/// The compiled kernel library's instantiations (detail/kernel_instances.hpp).
+FP8SCALE_DECLARE_LIBRARY_INSTANCES(FP8SCALE_RMSNORM_QUANT_INSTANCES)
 
 #endif  // FP8SCALE_HAS_DEVICE
 

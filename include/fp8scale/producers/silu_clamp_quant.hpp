@@ -13,6 +13,7 @@
 
 #include "../spec/silu_clamp_quant.hpp"
 #include "group_quant.hpp"
+#include "../detail/kernel_instances.hpp"
 
 namespace fp8scale {
 
@@ -100,6 +101,9 @@ Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>&
       "siluClampQuant", in, in.rows, in.intermediate / opt.groupSize, q, scale, opt, fmax,
       /*loopWaves: no cap, a block per row tile*/ 0, stream);
 }
+
+/// The compiled kernel library's instantiations (detail/kernel_instances.hpp).
+FP8SCALE_DECLARE_LIBRARY_INSTANCES(FP8SCALE_SILU_CLAMP_QUANT_INSTANCES)
 
 #endif  // FP8SCALE_HAS_DEVICE
 

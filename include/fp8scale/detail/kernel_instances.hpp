@@ -1,0 +1,103 @@
+// fp8scale: the launcher instantiations of a compiled kernel library.
+//
+// fp8scale is header-only: a translation unit that calls a launcher
+// (groupQuant<E4M3FN>(...) over a ColMajor view of bf16 input, say)
+// instantiates it, and with it every kernel the launcher may pick, for each
+// GPU arch it is compiled for. A program whose translation units call the
+// same launchers compiles those kernels again in each of them. Such a
+// program can compile each kernel once instead (docs/building.md):
+//   - a few translation units of its own expand the lists below with an
+//     empty PREFIX, inside namespace fp8scale, after including the header
+//     that defines the launchers: explicit instantiation definitions (the
+//     repository's own library is fp8scale_kernels, cmake/fp8scale_kernels.cmake);
+//   - every other translation unit is compiled with FP8SCALE_KERNEL_LIBRARY
+//     defined: each header that defines launchers then ends by declaring its
+//     list `extern template` (FP8SCALE_DECLARE_LIBRARY_INSTANCES), so those
+//     units compile calls to the launchers and none of their kernels.
+// Without FP8SCALE_KERNEL_LIBRARY nothing changes: the launchers are
+// instantiated where they are used, as in any header-only library. A call
+// that no list covers (another input type, a detail:: launcher with its own
+// tuning) is instantiated where it is made either way.
+//
+// Macros only, no include: the lists name fp8scale's types unqualified and
+// are expanded inside namespace fp8scale, where the headers that use them
+// have declared those types.
+#pragma once
+
+/// One producer's instantiation, for fp8 `Format`, scale `Layout` and input
+/// `In`: PREFIX is empty (a definition) or `extern` (a declaration).
+/// RMSNorm quant's also names two of its kernels' launchers that the tests
+/// call directly: the block per row of the launcher's own shape (built
+/// inside rmsNormQuant anyway), and the row loop (AMD's large-M kernel, on
+/// CUDA held to the launcher's bits by the tests).
+#define FP8SCALE_GROUP_QUANT_INSTANCE(PREFIX, Format, Layout, In)                                                   \
+  PREFIX template Result<QuantizedTensor<Format, Layout>> groupQuant<Format, Layout, In>(                          \
+      const GroupQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, Stream);
+#define FP8SCALE_SILU_CLAMP_QUANT_INSTANCE(PREFIX, Format, Layout, In)                                              \
+  PREFIX template Result<QuantizedTensor<Format, Layout>> siluClampQuant<Format, Layout, In>(                      \
+      const SiluClampInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, Stream);
+#define FP8SCALE_RMSNORM_QUANT_INSTANCE(PREFIX, Format, Layout, In)                                                 \
+  PREFIX template Result<QuantizedTensor<Format, Layout>> rmsNormQuant<Format, Layout, In>(                        \
+      const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, Stream);      \
+  PREFIX template Status                                                                                            \
+  detail::launchRmsNormQuantBlocks<Format, RmsNormPolicy<In>::kWideThreads, RmsNormPolicy<In>::kWideVecs, In,       \
+                                   Layout>(const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, \
+                                           const QuantOptions&, float, Stream, index_t);                            \
+  PREFIX template Status detail::launchRmsNormQuantRowLoop<Format, In, Layout>(                                     \
+      const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, float, Stream);
+
+/// A producer's instantiations for one fp8 format and input type: both
+/// scale layouts the producers write.
+#define FP8SCALE_FORMAT_INSTANCES(PREFIX, INSTANCE, Format, In)                                                     \
+  INSTANCE(PREFIX, Format, RowMajor, In)                                                                            \
+  INSTANCE(PREFIX, Format, ColMajor, In)
+
+/// A producer's instantiations for one input type: both fp8 formats.
+#define FP8SCALE_PRODUCER_INSTANCES(PREFIX, INSTANCE, In)                                                           \
+  FP8SCALE_FORMAT_INSTANCES(PREFIX, INSTANCE, E4M3FN, In)                                                           \
+  FP8SCALE_FORMAT_INSTANCES(PREFIX, INSTANCE, E4M3FNUZ, In)
+
+/// A producer over each input type (fp32, bf16, fp16).
+#define FP8SCALE_INPUT_INSTANCES(PREFIX, INSTANCE)                                                                  \
+  FP8SCALE_PRODUCER_INSTANCES(PREFIX, INSTANCE, float)                                                              \
+  FP8SCALE_PRODUCER_INSTANCES(PREFIX, INSTANCE, BFloat16)                                                           \
+  FP8SCALE_PRODUCER_INSTANCES(PREFIX, INSTANCE, Float16)
+
+/// Each header's whole list. The producers: every input type, format and
+/// layout. The rest as their callers use them: materialize of fp32 scales
+/// from either layout; the block quant of bf16 weights into e4m3fn (the GEMM
+/// consumer's callers); the fused allreduce of bf16 into e4m3fn (its tests,
+/// benchmark and fp8scale-allreduce-ranks).
+#define FP8SCALE_GROUP_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_GROUP_QUANT_INSTANCE)
+#define FP8SCALE_SILU_CLAMP_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_SILU_CLAMP_QUANT_INSTANCE)
+#define FP8SCALE_RMSNORM_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_RMSNORM_QUANT_INSTANCE)
+#define FP8SCALE_MATERIALIZE_INSTANCES(PREFIX)                                                                      \
+  PREFIX template Result<ScaleView<float, ColMajor>> materialize<float, RowMajor>(ScaleView<float, RowMajor>,       \
+                                                                                  float*, index_t, Stream);         \
+  PREFIX template Result<ScaleView<float, ColMajor>> materialize<float, ColMajor>(ScaleView<float, ColMajor>,       \
+                                                                                  float*, index_t, Stream);
+#define FP8SCALE_WEIGHT_BLOCK_QUANT_INSTANCES(PREFIX)                                                               \
+  PREFIX template Result<BlockQuantizedWeight<E4M3FN>> weightBlockQuant<E4M3FN, BFloat16>(                          \
+      const WeightQuantInput<BFloat16>&, Fp8Matrix<E4M3FN>, ScaleView<float, RowMajor>, const WeightQuantOptions&,  \
+      Stream);
+#define FP8SCALE_ALLREDUCE_SUM_INSTANCES(PREFIX)                                                                    \
+  PREFIX template Status allreduceSum<BFloat16>(const AllreduceCommunicator&, const BFloat16*, index_t, index_t,    \
+                                                index_t, BFloat16*, index_t, Stream, AllreduceAlgorithm);
+#define FP8SCALE_ALLREDUCE_RMSNORM_QUANT_INSTANCE(PREFIX, Format, Layout, In)                                       \
+  PREFIX template Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuant<Format, Layout, In>(               \
+      const AllreduceCommunicator&, const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>,      \
+      const QuantOptions&, Stream, AllreduceAlgorithm);                                                             \
+  PREFIX template Result<QuantizedTensor<Format, Layout>> gatheredRmsNormQuant<Format, Layout, In>(                \
+      const RmsNormQuantInput<In>&, int, index_t, In*, Fp8Matrix<Format>, ScaleView<float, Layout>,                 \
+      const QuantOptions&, Stream);
+#define FP8SCALE_ALLREDUCE_RMSNORM_QUANT_INSTANCES(PREFIX)                                                          \
+  FP8SCALE_FORMAT_INSTANCES(PREFIX, FP8SCALE_ALLREDUCE_RMSNORM_QUANT_INSTANCE, E4M3FN, BFloat16)
+
+/// What each header above declares at its end: its list as `extern template`
+/// declarations in a translation unit compiled with FP8SCALE_KERNEL_LIBRARY
+/// (one that links the library), nothing otherwise.
+#if defined(FP8SCALE_KERNEL_LIBRARY)
+#define FP8SCALE_DECLARE_LIBRARY_INSTANCES(LIST) LIST(extern)
+#else
+#define FP8SCALE_DECLARE_LIBRARY_INSTANCES(LIST)
+#endif
