@@ -26,10 +26,14 @@ def family(name: str) -> str:
 
 def main() -> None:
     per_arch = {}
+    seen = {}
     for path in sys.argv[1:]:
         data = json.load(open(path))
         arch = data["arch"]
         for k in data["kernels"]:
+            if k["name"] in seen.setdefault(arch, set()):
+                continue  # the same kernel in another code object (a library linked into two binaries)
+            seen[arch].add(k["name"])
             f = family(k["name"])
             per_arch.setdefault(f, {}).setdefault(arch, []).append((k["vgpr"], k["sgpr"], k["uses_cvt"]))
     archs = sorted({a for v in per_arch.values() for a in v})

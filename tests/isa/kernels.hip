@@ -2,6 +2,10 @@
 // device-only compile puts each one in the code object, where
 // check_code_object.py reads its registers, spills and instructions.
 // Built by CMakeLists.txt in this folder (hip_compat.h is force-included).
+// Beside the HIP build of the suite it is compiled with
+// FP8SCALE_KERNEL_LIBRARY: the launchers of the kernel library
+// (detail/kernel_instances.hpp) are then declared extern, and their kernels,
+// checked in the suite's binaries, are not compiled here again.
 #include <cstdint>
 
 #include <fp8scale/fp8.hpp>
