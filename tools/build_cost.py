@@ -16,9 +16,11 @@ spent compiling a kernel again that another object already has.
         # fails (exit 1) when the build's unique or total count for an arch
         # is above the budget's (that section's), naming the arch and both
         # numbers
-    tools/build_cost.py BUILD_DIR --times 10 --stages
-        # also the 10 slowest translation units and the seconds per part of
-        # the build (fuzz, Python ops, CUDA, ...) of the last Ninja run
+    tools/build_cost.py BUILD_DIR --binaries --times 10 --stages
+        # also the kernels each linked program carries (its objects' and the
+        # kernel library's),
+        # the 10 slowest translation units and the seconds per part of the
+        # build (fuzz, Python ops, CUDA, ...) of the last Ninja run
 
 Python and, for nvcc's compressed device code, the zstd program are all it
 needs: the ELF files, the fatbin and the offload bundle are parsed here (uncompressed device code, as clang emits by
@@ -249,6 +251,28 @@ def measure(build: str) -> dict:
     return {"targets": per_target, "build": build_totals, "objects": per_object}
 
 
+def linked_binaries(build: str) -> Dict[str, Dict[str, dict]]:
+    """Kernels per arch in each linked program and shared library of the
+    tree (what it carries: its own objects' and the static libraries' it
+    linked), nested builds and CMake's own files excluded."""
+    out: Dict[str, Dict[str, dict]] = {}
+    nested = {os.path.join(build, "hip")}
+    for root, dirs, files in os.walk(build):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in nested and d != "CMakeFiles"]
+        for f in files:
+            path = os.path.join(root, f)
+            if f.endswith((".o", ".a", ".co")) or not os.access(path, os.X_OK) and not f.endswith(".so"):
+                continue
+            with open(path, "rb") as fh:
+                if fh.read(4) != b"\x7fELF":
+                    continue
+            kernels = object_kernels(path)
+            if kernels:
+                out[os.path.relpath(path, build)] = {a: {"total": len(n), "unique": len(set(n))}
+                                                     for a, n in kernels.items()}
+    return out
+
+
 def slowest_units(build: str, count: int) -> List[Tuple[float, str]]:
     """The slowest outputs of the last Ninja run (.ninja_log), seconds and path."""
     log = os.path.join(build, ".ninja_log")
@@ -272,8 +296,8 @@ def slowest_units(build: str, count: int) -> List[Tuple[float, str]]:
 def ninja_stages(build: str) -> Dict[str, Tuple[int, float]]:
     """(steps, seconds) of the last Ninja run per part of the build: the
     fuzz targets, the PyTorch op library, the AMD code objects of tests/isa,
-    the nested HIP build (one step here: its own log has the detail), CUDA
-    objects and links, and the rest (host C++). Seconds are summed over the
+    the nested HIP build (one step here: its own log has the detail), the
+    device objects (.cu sources), and the rest (host C++, links). Seconds are summed over the
     steps, so with parallel jobs they add up to more than the wall time."""
     log = os.path.join(build, ".ninja_log")
     stages: Dict[str, List[float]] = defaultdict(list)
@@ -295,7 +319,7 @@ def ninja_stages(build: str) -> Dict[str, Tuple[int, float]]:
         elif "fp8scale_hip_suite" in output:
             stage = "nested HIP build"
         elif output.endswith(".cu.o") or "kernels/" in output:
-            stage = "CUDA objects"
+            stage = "device objects (.cu: CUDA, or HIP in a HIP build)"
         else:
             stage = "host C++, links, other"
         stages[stage].append(seconds)
@@ -343,6 +367,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--section", default="main", help="the budget's section for this build tree (default main)")
     p.add_argument("--times", type=int, nargs="?", const=10, default=0,
                    help="also print the N slowest objects of the last Ninja run (default 10)")
+    p.add_argument("--binaries", action="store_true",
+                   help="also print the kernels each linked program and shared library carries")
     p.add_argument("--stages", action="store_true",
                    help="also print the last Ninja run's seconds per part of the build")
     p.add_argument("--require-arch", action="append", default=[],
@@ -356,6 +382,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"\nslowest translation units (.ninja_log)")
         for seconds, output in slowest_units(args.build, args.times):
             print(f"{seconds:8.1f} s  {output}")
+    if args.binaries:
+        archs = sorted(cost["build"])
+        print(f"\nkernels each linked program and library carries, per arch")
+        for path, by_arch in sorted(linked_binaries(args.build).items()):
+            print(f"{path:<60}" + "".join(f"{by_arch.get(a, {}).get('unique', 0):>10} {a}" for a in archs))
     if args.stages:
         print(f"\nbuild steps of the last Ninja run, by part (seconds summed over the steps)")
         for stage, (steps, seconds) in ninja_stages(args.build).items():
