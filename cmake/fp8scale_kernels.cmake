@@ -7,15 +7,18 @@
 # their kernels. The library's sources are generated here, small enough to
 # build in parallel and none of them long.
 #
-#   fp8scale_cuda_kernel_library(GENCODE flags...)  the CUDA library (nvcc)
+#   fp8scale_cuda_kernel_library(GENCODE flags... [OPS_ONLY])
+#                                                   the CUDA library (nvcc)
 #   fp8scale_hip_kernel_library()                   the HIP one (FP8SCALE_HIP_FLAGS,
 #                                                   cmake/fp8scale_hip.cmake)
 # Each defines the target fp8scale_kernels once per build.
 
 # One translation unit per producer and input type; RMSNorm quant, whose
 # kernels take the longest to compile, one per input type and fp8 format.
-# Plus one for materialize and the weight block quant, one for the fused
-# allreduce.
+# One for materialize. Then, except for a library of what the PyTorch ops
+# call alone (OPS_ONLY: the op library as pip builds it), one per input type
+# for RMSNorm quant's row loop (on CUDA only the tests launch it), one for
+# the weight block quant, one for the fused allreduce.
 set(_fp8scale_kernel_inputs float BFloat16 Float16)
 set(_fp8scale_kernel_formats E4M3FN E4M3FNUZ)
 
@@ -39,8 +42,8 @@ namespace fp8scale {
   set(${out_var} ${${out_var}} ${file} PARENT_SCOPE)
 endfunction()
 
-# The generated sources, in out_var.
-function(_fp8scale_kernel_sources out_var)
+# The generated sources, in out_var; ops_only: the producers' and materialize's alone.
+function(_fp8scale_kernel_sources out_var ops_only)
   set(sources "")
   foreach(input IN LISTS _fp8scale_kernel_inputs)
     string(TOLOWER "${input}" in)
@@ -54,9 +57,18 @@ function(_fp8scale_kernel_sources out_var)
       _fp8scale_kernel_unit(rmsnorm_quant_${in}_${fmt} producers/rmsnorm_quant.hpp
                             "FP8SCALE_FORMAT_INSTANCES(, FP8SCALE_RMSNORM_QUANT_INSTANCE, ${format}, ${input})" sources)
     endforeach()
+    if(NOT ops_only)
+      _fp8scale_kernel_unit(rmsnorm_quant_row_loop_${in} producers/rmsnorm_quant.hpp
+                            "FP8SCALE_PRODUCER_INSTANCES(, FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCE, ${input})" sources)
+    endif()
   endforeach()
-  _fp8scale_kernel_unit(support "consumers/weight_block_quant.hpp;layout_policy.hpp"
-                        "FP8SCALE_MATERIALIZE_INSTANCES()\nFP8SCALE_WEIGHT_BLOCK_QUANT_INSTANCES()" sources)
+  _fp8scale_kernel_unit(materialize layout_policy.hpp "FP8SCALE_MATERIALIZE_INSTANCES()" sources)
+  if(ops_only)
+    set(${out_var} ${sources} PARENT_SCOPE)
+    return()
+  endif()
+  _fp8scale_kernel_unit(weight_block_quant consumers/weight_block_quant.hpp "FP8SCALE_WEIGHT_BLOCK_QUANT_INSTANCES()"
+                        sources)
   _fp8scale_kernel_unit(allreduce producers/allreduce_rmsnorm_quant.hpp
                         "FP8SCALE_ALLREDUCE_SUM_INSTANCES()\nFP8SCALE_ALLREDUCE_RMSNORM_QUANT_INSTANCES()" sources)
   set(${out_var} ${sources} PARENT_SCOPE)
@@ -73,15 +85,21 @@ function(_fp8scale_kernel_usage)
 endfunction()
 
 function(fp8scale_cuda_kernel_library)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "" "GENCODE")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "OPS_ONLY" "" "GENCODE")
   if(TARGET fp8scale_kernels)
-    return()
+    get_target_property(language fp8scale_kernels FP8SCALE_KERNELS_LANGUAGE)
+    if(NOT language STREQUAL "CUDA")
+      message(FATAL_ERROR "fp8scale: the CUDA kernel library is asked for in a ${language} build")
+    endif()
+    return()  # the test build's library: a superset
   endif()
-  _fp8scale_kernel_sources(sources)
+  _fp8scale_kernel_sources(sources ${arg_OPS_ONLY})
   add_library(fp8scale_kernels STATIC ${sources})
   set_target_properties(fp8scale_kernels PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
                         CUDA_ARCHITECTURES OFF CUDA_VISIBILITY_PRESET hidden)
-  target_compile_options(fp8scale_kernels PRIVATE ${arg_GENCODE} -Xptxas=-warn-spills --expt-relaxed-constexpr)
+  target_compile_options(fp8scale_kernels PRIVATE ${arg_GENCODE} -Xptxas=-warn-spills --expt-relaxed-constexpr
+                         -Xcompiler=-Wall,-Wextra -Werror=all-warnings)
+  set_target_properties(fp8scale_kernels PROPERTIES FP8SCALE_KERNELS_LANGUAGE CUDA)
   _fp8scale_kernel_usage()
 endfunction()
 
@@ -89,10 +107,11 @@ function(fp8scale_hip_kernel_library)
   if(TARGET fp8scale_kernels)
     return()
   endif()
-  _fp8scale_kernel_sources(sources)
+  _fp8scale_kernel_sources(sources FALSE)
   set_source_files_properties(${sources} PROPERTIES LANGUAGE CXX)
   add_library(fp8scale_kernels STATIC ${sources})
   target_compile_options(fp8scale_kernels PRIVATE ${FP8SCALE_HIP_FLAGS} -Wall -Wextra -Werror)
   target_include_directories(fp8scale_kernels SYSTEM PRIVATE ${FP8SCALE_HIP_SYSTEM_INCLUDES})
+  set_target_properties(fp8scale_kernels PROPERTIES FP8SCALE_KERNELS_LANGUAGE HIP)
   _fp8scale_kernel_usage()
 endfunction()

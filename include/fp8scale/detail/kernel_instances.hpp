@@ -14,6 +14,8 @@
 //     defined: each header that defines launchers then ends by declaring its
 //     list `extern template` (FP8SCALE_DECLARE_LIBRARY_INSTANCES), so those
 //     units compile calls to the launchers and none of their kernels.
+// Every list that an included header declares must then be defined somewhere,
+// and for the same GPU archs as the units that call it.
 // Without FP8SCALE_KERNEL_LIBRARY nothing changes: the launchers are
 // instantiated where they are used, as in any header-only library. A call
 // that no list covers (another input type, a detail:: launcher with its own
@@ -26,10 +28,11 @@
 
 /// One producer's instantiation, for fp8 `Format`, scale `Layout` and input
 /// `In`: PREFIX is empty (a definition) or `extern` (a declaration).
-/// RMSNorm quant's also names two of its kernels' launchers that the tests
-/// call directly: the block per row of the launcher's own shape (built
-/// inside rmsNormQuant anyway), and the row loop (AMD's large-M kernel, on
-/// CUDA held to the launcher's bits by the tests).
+/// RMSNorm quant's also names the launcher of its block per row in the
+/// launcher's own shape (built inside rmsNormQuant anyway), which the tests
+/// call directly; its row loop (AMD's large-M kernel, which the tests on
+/// CUDA hold to the launcher's bits) is a list of its own, so that a
+/// CUDA library for the launchers alone can leave it out.
 #define FP8SCALE_GROUP_QUANT_INSTANCE(PREFIX, Format, Layout, In)                                                   \
   PREFIX template Result<QuantizedTensor<Format, Layout>> groupQuant<Format, Layout, In>(                          \
       const GroupQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, Stream);
@@ -42,7 +45,8 @@
   PREFIX template Status                                                                                            \
   detail::launchRmsNormQuantBlocks<Format, RmsNormPolicy<In>::kWideThreads, RmsNormPolicy<In>::kWideVecs, In,       \
                                    Layout>(const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, \
-                                           const QuantOptions&, float, Stream, index_t);                            \
+                                           const QuantOptions&, float, Stream, index_t);
+#define FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCE(PREFIX, Format, Layout, In)                                        \
   PREFIX template Status detail::launchRmsNormQuantRowLoop<Format, In, Layout>(                                     \
       const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, float, Stream);
 
@@ -71,6 +75,8 @@
 #define FP8SCALE_GROUP_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_GROUP_QUANT_INSTANCE)
 #define FP8SCALE_SILU_CLAMP_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_SILU_CLAMP_QUANT_INSTANCE)
 #define FP8SCALE_RMSNORM_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_RMSNORM_QUANT_INSTANCE)
+#define FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCES(PREFIX)                                                           \
+  FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCE)
 #define FP8SCALE_MATERIALIZE_INSTANCES(PREFIX)                                                                      \
   PREFIX template Result<ScaleView<float, ColMajor>> materialize<float, RowMajor>(ScaleView<float, RowMajor>,       \
                                                                                   float*, index_t, Stream);         \

@@ -548,6 +548,7 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
 
 /// The compiled kernel library's instantiations (detail/kernel_instances.hpp).
 FP8SCALE_DECLARE_LIBRARY_INSTANCES(FP8SCALE_RMSNORM_QUANT_INSTANCES)
+FP8SCALE_DECLARE_LIBRARY_INSTANCES(FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCES)
 
 #endif  // FP8SCALE_HAS_DEVICE
 
