@@ -96,10 +96,9 @@ function(fp8scale_cuda_kernel_library)
   _fp8scale_kernel_sources(sources ${arg_OPS_ONLY})
   add_library(fp8scale_kernels STATIC ${sources})
   set_target_properties(fp8scale_kernels PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
-                        CUDA_ARCHITECTURES OFF CUDA_VISIBILITY_PRESET hidden)
+                        CUDA_ARCHITECTURES OFF CUDA_VISIBILITY_PRESET hidden FP8SCALE_KERNELS_LANGUAGE CUDA)
   target_compile_options(fp8scale_kernels PRIVATE ${arg_GENCODE} -Xptxas=-warn-spills --expt-relaxed-constexpr
                          -Xcompiler=-Wall,-Wextra -Werror=all-warnings)
-  set_target_properties(fp8scale_kernels PROPERTIES FP8SCALE_KERNELS_LANGUAGE CUDA)
   _fp8scale_kernel_usage()
 endfunction()
 

@@ -292,43 +292,43 @@ def linked_binaries(build: str, excluded: List[str]) -> Dict[str, Dict[str, dict
     return out
 
 
-def slowest_units(build: str, count: int, ninja: str) -> List[Tuple[float, str]]:
-    """The slowest outputs in .ninja_log (the latest entry of each current output), seconds and path."""
+def ninja_log(build: str, ninja: str) -> Dict[str, float]:
+    """Seconds per output of .ninja_log: the latest entry of each output that
+    build.ninja still names, one output per build edge (Ninja logs every
+    output of an edge, a custom command's under both its relative and its
+    absolute path, with the edge's start, end and command hash)."""
     log = os.path.join(build, ".ninja_log")
-    if not os.path.exists(log):
-        return []
-    latest: Dict[str, float] = {}
-    with open(log) as f:
-        for line in f:
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) < 4 or line.startswith("#"):
-                continue
-            start, end, _mtime, output = parts[:4]
-            if output.endswith(".o"):
-                latest[output] = (int(end) - int(start)) / 1000.0
-    current = ninja_outputs(build, ninja)
-    if current is not None:  # not the objects of removed targets and sources
-        latest = {o: s for o, s in latest.items() if os.path.normpath(os.path.join(build, o)) in current}
-    return sorted(((s, o) for o, s in latest.items()), reverse=True)[:count]
-
-
-def ninja_stages(build: str) -> Dict[str, Tuple[int, float]]:
-    """(steps, seconds) per part of the build, from .ninja_log: the
-    fuzz targets, the PyTorch op library, the AMD code objects of tests/isa,
-    the nested HIP build (one step here: its own log has the detail), the
-    device objects (.cu sources), and the rest (host C++, links). Seconds are summed over the
-    steps, so with parallel jobs they add up to more than the wall time."""
-    log = os.path.join(build, ".ninja_log")
-    stages: Dict[str, List[float]] = defaultdict(list)
     if not os.path.exists(log):
         return {}
-    latest: Dict[str, float] = {}
+    latest: Dict[str, Tuple[int, int, str]] = {}
     with open(log) as f:
         for line in f:
             parts = line.rstrip("\n").split("\t")
-            if len(parts) >= 4 and not line.startswith("#"):
-                latest[parts[3]] = (int(parts[1]) - int(parts[0])) / 1000.0
-    for output, seconds in latest.items():
+            if len(parts) >= 5 and not line.startswith("#"):
+                latest[parts[3]] = (int(parts[0]), int(parts[1]), parts[4])
+    current = ninja_outputs(build, ninja)
+    edges: Dict[Tuple[int, int, str], str] = {}
+    for output, edge in sorted(latest.items(), key=lambda item: (os.path.isabs(item[0]), item[0])):  # relative first
+        if current is None or os.path.normpath(os.path.join(build, output)) in current:
+            edges.setdefault(edge, output)
+    return {output: (end - start) / 1000.0 for (start, end, _hash), output in edges.items()}
+
+
+def slowest_units(build: str, count: int, ninja: str) -> List[Tuple[float, str]]:
+    """The slowest objects of ninja_log(), seconds and path."""
+    units = ((seconds, output) for output, seconds in ninja_log(build, ninja).items() if output.endswith(".o"))
+    return sorted(units, reverse=True)[:count]
+
+
+def ninja_stages(build: str, ninja: str) -> Dict[str, Tuple[int, float]]:
+    """(steps, seconds) per part of the build, from ninja_log(): the fuzz
+    targets, the PyTorch op library, the AMD code objects of tests/isa, the
+    nested HIP build (its steps here; its own log has the detail), the
+    device objects (.cu sources), and the rest (host C++, links). Seconds are
+    summed over the steps, so with parallel jobs they add up to more than the
+    wall time."""
+    stages: Dict[str, List[float]] = defaultdict(list)
+    for output, seconds in ninja_log(build, ninja).items():
         if "fuzz" in output:
             stage = "fuzz"
         elif output.startswith("python/"):
@@ -417,7 +417,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{path:<60}" + "".join(f"{by_arch.get(a, {}).get('unique', 0):>10} {a}" for a in archs))
     if args.stages:
         print(f"\nbuild steps by part, from .ninja_log (seconds summed over the steps)")
-        for stage, (steps, seconds) in ninja_stages(args.build).items():
+        for stage, (steps, seconds) in ninja_stages(args.build, args.ninja).items():
             print(f"{seconds:8.1f} s  {steps:4d} steps  {stage}")
     if args.json:
         with open(args.json, "w") as f:
