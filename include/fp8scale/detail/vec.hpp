@@ -35,6 +35,25 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Piece loadRaw(const In* src) {
   return *reinterpret_cast<const Piece*>(src);
 }
 
+/// One bf16 / fp16 value widened to fp32: the bits of numeric.hpp toFloat.
+/// On NVIDIA sm_80+ an fp16 value takes one cvt.f32.f16 (exact for every
+/// finite value, subnormals included) and a select that gives a NaN the host
+/// rule's bits (sign, quiet bit and payload shifted up), in place of the host
+/// rule's branches per value.
+template <class In>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float widen16(std::uint16_t bits) {
+#if FP8SCALE_HAS_F2FP_ROUNDING
+  if constexpr (std::is_same<In, Float16>::value) {
+    float hw;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(hw) : "h"(bits));
+    const std::uint32_t nan = (static_cast<std::uint32_t>(bits & 0x8000u) << 16) | 0x7F800000u |
+                              (static_cast<std::uint32_t>(bits & 0x3FFu) << 13);
+    return (bits & 0x7FFFu) > 0x7C00u ? bitCast<float>(nan) : hw;
+  }
+#endif
+  return toFloat(In{bits});
+}
+
 /// Widens the inputs held in kWords 32-bit words, in memory order, to fp32
 /// (kWords or 2 kWords values).
 template <class In, int kWords>
@@ -45,8 +64,8 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void unpackWords(const std::uint32_t (&w)[k
   } else {
 #pragma unroll
     for (int i = 0; i < kWords; ++i) {
-      out[2 * i] = toFloat(In{static_cast<std::uint16_t>(w[i] & 0xFFFFu)});
-      out[2 * i + 1] = toFloat(In{static_cast<std::uint16_t>(w[i] >> 16)});
+      out[2 * i] = widen16<In>(static_cast<std::uint16_t>(w[i] & 0xFFFFu));
+      out[2 * i + 1] = widen16<In>(static_cast<std::uint16_t>(w[i] >> 16));
     }
   }
 }
@@ -69,14 +88,26 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadVec(const In* src, float* out) {
   unpackVec<In>(loadRaw(src), out);
 }
 
+/// The host rule's bf16 / fp16 bits of a NaN `v` (numeric.hpp fromFloat):
+/// bf16 keeps the sign and top 7 payload bits with the quiet bit set, fp16
+/// is sign | 0x7E00.
+template <class In>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE std::uint32_t nanBits16(float v) {
+  const std::uint32_t b = bitCast<std::uint32_t>(v);
+  if constexpr (std::is_same<In, BFloat16>::value)
+    return ((b >> 16) | 0x0040u) & 0xFFFFu;
+  else
+    return ((b >> 16) & 0x8000u) | 0x7E00u;
+}
+
 /// kVecElems<In> fp32 values as `In`, rounded to nearest even by the host
 /// rule (numeric.hpp fromFloat), bit for bit, packed in memory order.
 /// On NVIDIA sm_80+ a pair is one cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32
 /// (F2FP), against about seven integer instructions per value for the host
 /// rule. The instruction gives every NaN the canonical pattern 0x7FFF, where
 /// the host rule keeps a bf16 NaN's sign and top 7 payload bits with the
-/// quiet bit set (fp16: sign | 0x7E00), so a vector holding a NaN takes the
-/// host rule's path.
+/// quiet bit set (fp16: sign | 0x7E00): a select per value puts those bits
+/// in a NaN's place (no branch, no second copy of the rounding).
 template <class In>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Bytes16 packVec(const float* v) {
   Bytes16 b;
@@ -86,23 +117,22 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Bytes16 packVec(const float* v) {
     return b;
   } else {
 #if FP8SCALE_HAS_F2FP_ROUNDING
-    bool anyNaN = false;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) anyNaN |= v[i] != v[i];
-    if (!anyNaN) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        if constexpr (std::is_same<In, BFloat16>::value)
-          asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(b.w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
-        else
-          asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(b.w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
-      }
-      return b;
+    for (int i = 0; i < 4; ++i) {
+      std::uint32_t w;
+      if constexpr (std::is_same<In, BFloat16>::value)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
+      else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
+      const std::uint32_t lo = v[2 * i] != v[2 * i] ? nanBits16<In>(v[2 * i]) : (w & 0xFFFFu);
+      const std::uint32_t hi = v[2 * i + 1] != v[2 * i + 1] ? nanBits16<In>(v[2 * i + 1]) : (w >> 16);
+      b.w[i] = lo | (hi << 16);
     }
-#endif
+#else
 #pragma unroll
     for (int i = 0; i < 4; ++i)
       b.w[i] = std::uint32_t(fromFloat<In>(v[2 * i]).bits) | (std::uint32_t(fromFloat<In>(v[2 * i + 1]).bits) << 16);
+#endif
     return b;
   }
 }
