@@ -15,10 +15,11 @@
 
 # One translation unit per producer and input type; RMSNorm quant, whose
 # kernels take the longest to compile, one per input type and fp8 format.
-# One for materialize. Then, except for a library of what the PyTorch ops
-# call alone (OPS_ONLY: the op library as pip builds it), one per input type
-# for RMSNorm quant's row loop (on CUDA only the tests launch it), one for
-# the weight block quant, one for the fused allreduce.
+# One per input type for RMSNorm quant's row loop (on CUDA only the tests
+# launch it), one for materialize, one for the weight block quant, one for
+# the fused allreduce. A library of what the PyTorch ops call alone
+# (OPS_ONLY: the op library as pip builds it) holds the producers and
+# materialize in one unit per input type.
 set(_fp8scale_kernel_inputs float BFloat16 Float16)
 set(_fp8scale_kernel_formats E4M3FN E4M3FNUZ)
 
@@ -45,6 +46,26 @@ endfunction()
 # The generated sources, in out_var; ops_only: the producers' and materialize's alone.
 function(_fp8scale_kernel_sources out_var ops_only)
   set(sources "")
+  if(ops_only)
+    # The op library as pip builds it, on as few as 2 cores: fewer, larger
+    # units (one per input type, materialize with fp32's), since each unit
+    # also pays about 4 s of parsing and host compilation before its kernels.
+    foreach(input IN LISTS _fp8scale_kernel_inputs)
+      string(TOLOWER "${input}" in)
+      set(headers producers/group_quant.hpp producers/silu_clamp_quant.hpp producers/rmsnorm_quant.hpp)
+      set(body "")
+      foreach(producer IN ITEMS GROUP_QUANT SILU_CLAMP_QUANT RMSNORM_QUANT)
+        string(APPEND body "FP8SCALE_PRODUCER_INSTANCES(, FP8SCALE_${producer}_INSTANCE, ${input})\n")
+      endforeach()
+      if(input STREQUAL "float")
+        list(APPEND headers layout_policy.hpp)
+        string(APPEND body "FP8SCALE_MATERIALIZE_INSTANCES()\n")
+      endif()
+      _fp8scale_kernel_unit(producers_${in} "${headers}" "${body}" sources)
+    endforeach()
+    set(${out_var} ${sources} PARENT_SCOPE)
+    return()
+  endif()
   foreach(input IN LISTS _fp8scale_kernel_inputs)
     string(TOLOWER "${input}" in)
     foreach(producer IN ITEMS GROUP_QUANT SILU_CLAMP_QUANT)
@@ -57,16 +78,10 @@ function(_fp8scale_kernel_sources out_var ops_only)
       _fp8scale_kernel_unit(rmsnorm_quant_${in}_${fmt} producers/rmsnorm_quant.hpp
                             "FP8SCALE_FORMAT_INSTANCES(, FP8SCALE_RMSNORM_QUANT_INSTANCE, ${format}, ${input})" sources)
     endforeach()
-    if(NOT ops_only)
-      _fp8scale_kernel_unit(rmsnorm_quant_row_loop_${in} producers/rmsnorm_quant.hpp
-                            "FP8SCALE_PRODUCER_INSTANCES(, FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCE, ${input})" sources)
-    endif()
+    _fp8scale_kernel_unit(rmsnorm_quant_row_loop_${in} producers/rmsnorm_quant.hpp
+                          "FP8SCALE_PRODUCER_INSTANCES(, FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCE, ${input})" sources)
   endforeach()
   _fp8scale_kernel_unit(materialize layout_policy.hpp "FP8SCALE_MATERIALIZE_INSTANCES()" sources)
-  if(ops_only)
-    set(${out_var} ${sources} PARENT_SCOPE)
-    return()
-  endif()
   _fp8scale_kernel_unit(weight_block_quant consumers/weight_block_quant.hpp "FP8SCALE_WEIGHT_BLOCK_QUANT_INSTANCES()"
                         sources)
   _fp8scale_kernel_unit(allreduce producers/allreduce_rmsnorm_quant.hpp

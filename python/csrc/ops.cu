@@ -1,0 +1,196 @@
+// The fp8scale op library: every schema and its CUDA implementation, each a
+// launcher of fp8scale on torch tensors. One translation unit: the launchers'
+// kernels are compiled in the kernel library (cmake/fp8scale_kernels.cmake),
+// so what is left here is mostly parsing, paid once.
+//
+// Out-variant ops: each writes the caller's tensors (annotated (a!)) and
+// returns nothing, so no op output aliases an input. The scale layout of
+// every op is read from its scale tensor's strides (tensor_args.hpp).
+
+#include <torch/csrc/stable/library.h>
+
+#include <cuda_runtime.h>
+
+#include <optional>
+
+#include "tensor_args.hpp"
+
+STABLE_TORCH_LIBRARY(fp8scale, m) {
+  m.def(
+      "group_quant(Tensor x, Tensor(a!) q, Tensor(b!) scale, int group_size=128, bool scale_ue8m0=False, "
+      "float fmax=0.0, float eps=1e-10, bool enable_pdl=False) -> ()");
+  m.def(
+      "silu_clamp_quant(Tensor x, Tensor(a!) q, Tensor(b!) scale, float limit=0.0, int group_size=128, "
+      "bool scale_ue8m0=False, float fmax=0.0, float eps=1e-10, bool enable_pdl=False) -> ()");
+  m.def(
+      "rmsnorm_quant(Tensor x, Tensor weight, Tensor(a!) q, Tensor(b!) scale, Tensor(c!)? residual=None, "
+      "Tensor(d!)? norm_out=None, float norm_eps=1e-6, int group_size=128, bool scale_ue8m0=False, "
+      "float fmax=0.0, float eps=1e-10, bool enable_pdl=False) -> ()");
+  m.def("materialize(Tensor src, Tensor(a!) dst) -> ()");
+}
+
+namespace fp8scale::torch_binding {
+namespace {
+
+/// x (M, K) with contiguous rows, or (M, H, D) with stride(2) == 1 and free
+/// token and head strides; q (M, K) or (M, H, D) with contiguous rows;
+/// scale (M, K / group_size), row-major or column-major (scaleArg).
+void groupQuantOp(Tensor x, Tensor q, Tensor scale, int64_t groupSize, bool scaleUe8m0, double fmax, double eps,
+                  bool enablePdl) {
+  constexpr const char* kOp = "group_quant";
+  const int32_t device = commonCudaDevice(kOp, {{"x", &x}, {"q", &q}, {"scale", &scale}});
+  if (x.dim() != 2 && x.dim() != 3) fail(kOp, "x", "must be (M, K) or (M, H, D), got shape " + shapeString(x));
+  const index_t M = x.size(0);
+  const index_t K = x.dim() == 2 ? x.size(1) : x.size(1) * x.size(2);
+  const index_t G = groupsOf(kOp, K, groupSize);
+  // q: (M, K), or x's own (M, H, D) with rows of H * D contiguous bytes.
+  index_t ldq = 0;
+  if (q.dim() == 3 && x.dim() == 3) {
+    expectShape(kOp, "q", q, {M, x.size(1), x.size(2)});
+    if ((q.size(2) > 1 && q.stride(2) != 1) || (q.size(1) > 1 && q.stride(1) != q.size(2)))
+      fail(kOp, "q", "must have contiguous rows of H * D elements, got strides " + strideString(q));
+    ldq = M <= 1 ? K : q.stride(0);
+  } else {
+    expectShape(kOp, "q", q, {M, K});
+    ldq = rowStride(kOp, "q", q);
+  }
+  const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
+  expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
+  const QuantOptions opt = quantOptions(groupSize, scaleUe8m0, fmax, eps, enablePdl);
+  const CurrentStream cs(device);
+  withInputType(kOp, "x", x, [&](auto in) {
+    using In = decltype(in);
+    const In* px = static_cast<const In*>(x.data_ptr());
+    GroupQuantInput<In> input;
+    if (x.dim() == 2) {
+      input = GroupQuantInput<In>::matrix(px, M, K, rowStride(kOp, "x", x));
+    } else {
+      if (x.size(2) > 1 && x.stride(2) != 1)
+        fail(kOp, "x", "must have contiguous heads (stride(2) == 1), got strides " + strideString(x));
+      input = GroupQuantInput<In>::headMajor(px, M, x.size(1), x.size(2), M <= 1 ? K : x.stride(0),
+                                             x.size(1) <= 1 ? x.size(2) : x.stride(1));
+    }
+    withOutputs(kOp, q, M, K, ldq, s,
+                [&](auto out, auto view) { check(kOp, groupQuant(input, out, view, opt, cs.stream).status()); });
+  });
+}
+
+/// x (M, 2 I) with contiguous rows, gate in columns [0, I) and up in
+/// [I, 2 I); q (M, I); scale (M, I / group_size), row-major or column-major.
+void siluClampQuantOp(Tensor x, Tensor q, Tensor scale, double limit, int64_t groupSize, bool scaleUe8m0, double fmax,
+                      double eps, bool enablePdl) {
+  constexpr const char* kOp = "silu_clamp_quant";
+  const int32_t device = commonCudaDevice(kOp, {{"x", &x}, {"q", &q}, {"scale", &scale}});
+  const index_t ldx = rowStride(kOp, "x", x);
+  const index_t M = x.size(0);
+  if (x.size(1) % 2 != 0) fail(kOp, "x", "has an odd number of columns " + std::to_string(x.size(1)) + " (gate | up)");
+  const index_t I = x.size(1) / 2;
+  const index_t G = groupsOf(kOp, I, groupSize);
+  expectShape(kOp, "q", q, {M, I});
+  const index_t ldq = rowStride(kOp, "q", q);
+  const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
+  expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
+  const QuantOptions opt = quantOptions(groupSize, scaleUe8m0, fmax, eps, enablePdl);
+  const CurrentStream cs(device);
+  withInputType(kOp, "x", x, [&](auto in) {
+    using In = decltype(in);
+    const SiluClampInput<In> input{static_cast<const In*>(x.data_ptr()), M, I, ldx, static_cast<float>(limit)};
+    withOutputs(kOp, q, M, I, ldq, s,
+                [&](auto out, auto view) { check(kOp, siluClampQuant(input, out, view, opt, cs.stream).status()); });
+  });
+}
+
+/// x (M, K) and weight (K,) of one input dtype; q (M, K); scale
+/// (M, K / group_size), row-major or column-major; residual (M, K), read and
+/// overwritten with x + residual (rounded to the input dtype) before the norm;
+/// norm_out (M, K) receives the normalized values in the input dtype.
+void rmsNormQuantOp(Tensor x, Tensor weight, Tensor q, Tensor scale, std::optional<Tensor> residual,
+                    std::optional<Tensor> normOut, double normEps, int64_t groupSize, bool scaleUe8m0, double fmax,
+                    double eps, bool enablePdl) {
+  constexpr const char* kOp = "rmsnorm_quant";
+  std::vector<std::pair<const char*, const Tensor*>> all{{"x", &x}, {"weight", &weight}, {"q", &q}, {"scale", &scale}};
+  std::vector<std::pair<const char*, const Tensor*>> outputs{{"q", &q}, {"scale", &scale}};
+  if (residual) {
+    all.push_back({"residual", &*residual});
+    outputs.push_back({"residual", &*residual});
+  }
+  if (normOut) {
+    all.push_back({"norm_out", &*normOut});
+    outputs.push_back({"norm_out", &*normOut});
+  }
+  const int32_t device = commonCudaDevice(kOp, all);
+  const index_t ldx = rowStride(kOp, "x", x);
+  const index_t M = x.size(0), K = x.size(1);
+  const index_t G = groupsOf(kOp, K, groupSize);
+  expectDtype(kOp, "weight", weight, x.scalar_type());
+  expectShape(kOp, "weight", weight, {K});
+  if (K > 1 && weight.stride(0) != 1) fail(kOp, "weight", "must be contiguous, got strides " + strideString(weight));
+  expectShape(kOp, "q", q, {M, K});
+  const index_t ldq = rowStride(kOp, "q", q);
+  index_t ldResidual = 0, ldNormOut = 0;
+  if (residual) {
+    expectDtype(kOp, "residual", *residual, x.scalar_type());
+    expectShape(kOp, "residual", *residual, {M, K});
+    ldResidual = rowStride(kOp, "residual", *residual);
+  }
+  if (normOut) {
+    expectDtype(kOp, "norm_out", *normOut, x.scalar_type());
+    expectShape(kOp, "norm_out", *normOut, {M, K});
+    ldNormOut = rowStride(kOp, "norm_out", *normOut);
+  }
+  const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
+  expectDisjoint(kOp, outputs, all);
+  const QuantOptions opt = quantOptions(groupSize, scaleUe8m0, fmax, eps, enablePdl);
+  const CurrentStream cs(device);
+  withInputType(kOp, "x", x, [&](auto in) {
+    using In = decltype(in);
+    RmsNormQuantInput<In> input =
+        RmsNormQuantInput<In>::matrix(static_cast<const In*>(x.data_ptr()), M, K, ldx,
+                                      static_cast<const In*>(weight.data_ptr()));
+    input.normEps = static_cast<float>(normEps);
+    if (residual) input = input.withResidual(static_cast<In*>(residual->data_ptr()), ldResidual);
+    if (normOut) input = input.withNormOut(static_cast<In*>(normOut->data_ptr()), ldNormOut);
+    withOutputs(kOp, q, M, K, ldq, s,
+                [&](auto out, auto view) { check(kOp, rmsNormQuant(input, out, view, opt, cs.stream).status()); });
+  });
+}
+
+/// src (M, G) float32, row-major or column-major; dst (M, G) float32
+/// column-major (1, ld), ld >= M, over a storage of G * ld floats. dst
+/// receives every s(m, g) and 0 in its padding slots [M, ld). Where src
+/// already addresses the bytes of ColMajor{ld} (materialize() would return
+/// it as is), those G * ld slots are copied.
+void materializeOp(Tensor src, Tensor dst) {
+  constexpr const char* kOp = "materialize";
+  const int32_t device = commonCudaDevice(kOp, {{"src", &src}, {"dst", &dst}});
+  if (src.dim() != 2) fail(kOp, "src", "must be 2-D (M, G), got shape " + shapeString(src));
+  const index_t M = src.size(0), G = src.size(1);
+  const ScaleArg from = scaleArg(kOp, "src", src, M, G);
+  const ScaleArg to = scaleArg(kOp, "dst", dst, M, G, /*preferColumnMajor=*/true);
+  if (!to.columnMajor)
+    fail(kOp, "dst", "has strides " + strideString(dst) + ": expected column-major (1, ld) with ld >= M");
+  const index_t ld = to.ld;
+  expectDisjoint(kOp, {{"dst", &dst}}, {{"src", &src}});
+  const CurrentStream cs(device);
+  withScaleView(kOp, from, [&](auto view) {
+    auto out = materialize(view, to.data, ld, cs.stream);
+    check(kOp, out.status());
+    if (out.value().data() != to.data && G * ld > 0) {
+      // The bytes were already ColMajor{ld}: no relayout, a copy of them.
+      if (from.columnMajor) expectStorageHolds(kOp, "src", src, G * ld - 1, "its [G][ld] block with padding");
+      const cudaError_t e = cudaMemcpyAsync(to.data, out.value().data(), static_cast<size_t>(G * ld) * sizeof(float),
+                                            cudaMemcpyDeviceToDevice, cs.stream);
+      if (e != cudaSuccess) check(kOp, Status::fromDevice(kOp, e));
+    }
+  });
+}
+
+}  // namespace
+}  // namespace fp8scale::torch_binding
+
+STABLE_TORCH_LIBRARY_IMPL(fp8scale, CUDA, m) {
+  m.impl("group_quant", TORCH_BOX(&fp8scale::torch_binding::groupQuantOp));
+  m.impl("silu_clamp_quant", TORCH_BOX(&fp8scale::torch_binding::siluClampQuantOp));
+  m.impl("rmsnorm_quant", TORCH_BOX(&fp8scale::torch_binding::rmsNormQuantOp));
+  m.impl("materialize", TORCH_BOX(&fp8scale::torch_binding::materializeOp));
+}
