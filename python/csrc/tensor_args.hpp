@@ -4,9 +4,14 @@
 // layouts, the current device and stream. No kernel code: every launch goes
 // through the public launchers of include/fp8scale.
 //
-// Errors are std::runtime_error (a RuntimeError in Python) whose message
-// starts with "fp8scale.<op>: argument '<name>'", so the argument is named
-// whether the tensor-level check here or the launcher's own check refuses.
+// A bad argument is a std::invalid_argument (torch's binding raises it in
+// Python as ValueError) whose message starts with
+// "fp8scale.<op>: argument '<name>'", so the argument is named whether the
+// tensor-level check here or the launcher's own check refuses. What only
+// the device decides (alignment of a pointer or stride, a capability, a
+// launch) is a std::runtime_error (RuntimeError). The stable ABI has no way
+// to raise TypeError: a wrong dtype reaching the op is a ValueError here,
+// where the Python functions and the fake implementations raise TypeError.
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/accelerator.h>
@@ -27,14 +32,22 @@ using torch::headeronly::ScalarType;
 using torch::stable::Tensor;
 
 [[noreturn]] inline void fail(const char* op, const std::string& argument, const std::string& what) {
-  throw std::runtime_error(std::string("fp8scale.") + op + ": argument '" + argument + "' " + what);
+  throw std::invalid_argument(std::string("fp8scale.") + op + ": argument '" + argument + "' " + what);
 }
 
 /// A launcher's Status as the op's error: the library's message names the
 /// launcher's own argument (x's row stride is 'ldx' or 'tokenStride', the
-/// fp8 output is 'q', the scale view's ld is 'ld').
+/// fp8 output is 'q', the scale view's ld is 'ld'). ValueError for a bad
+/// argument, RuntimeError for misalignment and the device's own errors.
 inline void check(const char* op, const Status& s) {
-  if (!s) throw std::runtime_error(std::string("fp8scale.") + op + ": " + s.message());
+  if (s) return;
+  const std::string message = std::string("fp8scale.") + op + ": " + s.message();
+  switch (s.code()) {
+    case StatusCode::kMisaligned:
+    case StatusCode::kUnsupportedDevice:
+    case StatusCode::kDeviceError: throw std::runtime_error(message);
+    default: throw std::invalid_argument(message);
+  }
 }
 
 inline const char* dtypeName(ScalarType t) {

@@ -52,31 +52,36 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def _fp8_dtype(op: str, fp8_dtype) -> torch.dtype:
-    if fp8_dtype not in _ops._FP8_DTYPES:
-        _ops.fail(op, "fp8_dtype", f"= {fp8_dtype!r}: expected torch.float8_e4m3fn or torch.float8_e4m3fnuz",
-                  TypeError)
-    return fp8_dtype
-
-
-def _fmax(fmax: Optional[float]) -> float:
-    return 0.0 if fmax is None else float(fmax)
+# The Python functions check what they need to allocate the outputs (types,
+# dims, the group size), with plain comparisons that torch.compile traces
+# without a graph break, and leave every other check to the op: the C++ op on
+# CUDA tensors, the fake implementation (_ops) on meta and fake tensors, so
+# each check runs once per call.
 
 
 def _check_x(op: str, x, dims) -> None:
-    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES, dims)
-    _ops.check_device(op, (("x", x),))
+    if not isinstance(x, torch.Tensor):
+        _ops.fail(op, "x", f"must be a torch.Tensor, got {type(x).__name__}", TypeError)
+    if x.dtype not in _ops._INPUT_DTYPES:
+        _ops.fail(op, "x", f"has dtype {x.dtype}, expected torch.bfloat16, torch.float16 or torch.float32", TypeError)
+    if x.dim() not in dims:
+        _ops.fail(op, "x", f"must be {' or '.join(f'{d}-D' for d in dims)}, got shape {tuple(x.shape)}")
 
 
-def _quant_outputs(op, x, q_shape, cols, group_size, transpose_scale, ld_align, fp8_dtype, fmax, eps):
-    """A producer's options checked, and its q (fp8, q_shape) and scale
-    (M, cols // group_size) allocated on x's device."""
-    _fp8_dtype(op, fp8_dtype)
-    _ops.check_options(op, group_size, fp8_dtype, _fmax(fmax), eps)
-    g = _ops.groups_of(op, cols, group_size)
-    _ops.require_ops()  # before allocating: without the op library nothing can run
+def _outputs(op, x, q_shape, cols, group_size, transpose_scale, ld_align, fp8_dtype):
+    """A producer's q (fp8, q_shape) and scale (M, cols // group_size),
+    allocated on x's device."""
+    if fp8_dtype not in _ops._FP8_DTYPES:
+        _ops.fail(op, "fp8_dtype", f"= {fp8_dtype!r}: expected torch.float8_e4m3fn or torch.float8_e4m3fnuz",
+                  TypeError)
+    if group_size not in _ops._GROUP_SIZES or isinstance(group_size, bool):
+        _ops.fail(op, "group_size", f"= {group_size!r}: supported group sizes are 32, 64, 128")
+    if cols % group_size != 0:
+        _ops.fail(op, "x", f"has {cols} columns, not a multiple of group_size = {group_size}")
+    if not _ops.AVAILABLE:
+        _ops.require_ops()  # before allocating: without the op library nothing can run
     q = torch.empty(q_shape, dtype=fp8_dtype, device=x.device)
-    scale = _layout.new_scale(x.shape[0], g, transpose_scale, ld_align, x.device)
+    scale = _layout.new_scale(x.shape[0], cols // group_size, transpose_scale, ld_align, x.device)
     return q, scale
 
 
@@ -123,8 +128,8 @@ def group_quant(
     op = "group_quant"
     _check_x(op, x, (2, 3))
     k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
-    q, scale = _quant_outputs(op, x, x.shape, k, group_size, transpose_scale, ld_align, fp8_dtype, fmax, eps)
-    _ops.GROUP_QUANT(x, q, scale, group_size, scale_ue8m0, _fmax(fmax), eps, enable_pdl)
+    q, scale = _outputs(op, x, x.shape, k, group_size, transpose_scale, ld_align, fp8_dtype)
+    _ops.GROUP_QUANT(x, q, scale, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps, enable_pdl)
     return q, scale
 
 
@@ -158,9 +163,9 @@ def silu_clamp_quant(
     m, two_i = x.shape
     if two_i % 2 != 0:
         _ops.fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
-    q, scale = _quant_outputs(op, x, (m, two_i // 2), two_i // 2, group_size, transpose_scale, ld_align,
-                              fp8_dtype, fmax, eps)
-    _ops.SILU_CLAMP_QUANT(x, q, scale, float(limit), group_size, scale_ue8m0, _fmax(fmax), eps, enable_pdl)
+    q, scale = _outputs(op, x, (m, two_i // 2), two_i // 2, group_size, transpose_scale, ld_align, fp8_dtype)
+    _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps,
+                          enable_pdl)
     return q, scale
 
 
@@ -196,11 +201,15 @@ def rmsnorm_quant(
     """
     op = "rmsnorm_quant"
     _check_x(op, x, (2,))
-    q, scale = _quant_outputs(op, x, x.shape, x.shape[1], group_size, transpose_scale, ld_align, fp8_dtype, fmax,
-                              eps)
+    for name, t in (("weight", weight), ("residual", residual)):
+        if t is not None and (not isinstance(t, torch.Tensor) or t.dtype != x.dtype):
+            if not isinstance(t, torch.Tensor):
+                _ops.fail(op, name, f"must be a torch.Tensor, got {type(t).__name__}", TypeError)
+            _ops.fail(op, name, f"has dtype {t.dtype}, expected x's dtype {x.dtype}", TypeError)
+    q, scale = _outputs(op, x, x.shape, x.shape[1], group_size, transpose_scale, ld_align, fp8_dtype)
     norm_out = torch.empty_like(x, memory_format=torch.contiguous_format) if return_norm_out else None
-    _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, float(norm_eps), group_size, scale_ue8m0,
-                       _fmax(fmax), eps, enable_pdl)
+    _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, norm_eps, group_size, scale_ue8m0,
+                       0.0 if fmax is None else fmax, eps, enable_pdl)
     return (q, scale, norm_out) if return_norm_out else (q, scale)
 
 
@@ -219,7 +228,8 @@ def materialize(scale: torch.Tensor, ld_align: int = 1) -> torch.Tensor:
     if same_bytes_as_column_major(scale, ld):
         return scale
     out = _layout.new_scale(m, g, True, ld_align, scale.device)
-    _ops.require_ops()
+    if not _ops.AVAILABLE:
+        _ops.require_ops()
     _ops.MATERIALIZE(scale, out)
     return out
 

@@ -32,8 +32,12 @@ class ScaleConsumer(str, enum.Enum):
 
 
 def _consumer(consumer) -> ScaleConsumer:
+    """A ScaleConsumer, or its value or name in any case ("cublaslt_vec128",
+    "CUBLASLT_VEC128")."""
+    if isinstance(consumer, ScaleConsumer):
+        return consumer
     try:
-        return ScaleConsumer(consumer)
+        return ScaleConsumer(consumer.lower() if isinstance(consumer, str) else consumer)
     except ValueError:
         names = ", ".join(repr(c.value) for c in ScaleConsumer)
         raise ValueError(f"fp8scale: argument 'consumer' = {consumer!r}: expected one of {names}") from None
@@ -80,7 +84,13 @@ def emit_transposed(m: int, consumer) -> bool:
 def detect_scale_consumer(device: Optional[torch.device] = None) -> ScaleConsumer:
     """The consumer a device's default blockscale GEMM uses: gfx95x ->
     BPRESHUFFLE_GFX95; other AMD -> ROW_MAJOR; NVIDIA compute capability
-    >= 9.0 -> DEEPGEMM_TMA (cuBLASLt reads the same buffer); older -> ROW_MAJOR."""
+    >= 9.0 -> DEEPGEMM_TMA (cuBLASLt reads the same buffer); older -> ROW_MAJOR.
+    Raises RuntimeError where torch sees no GPU (name the consumer instead)."""
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "fp8scale.detect_scale_consumer: no CUDA or ROCm device is visible to torch "
+            "(torch.cuda.is_available() is False); name the consumer, e.g. ScaleConsumer.DEEPGEMM_TMA"
+        )
     props = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
     if torch.version.hip is not None:
         arch = getattr(props, "gcnArchName", "")

@@ -85,7 +85,10 @@ def check_device(op: str, tensors) -> None:
             continue
         check_tensor(op, name, t)  # a non-tensor is a TypeError naming it, before its device is read
         if t.device.type not in ("cuda", "meta"):
-            fail(op, name, f"is on {t.device}: fp8scale ops run on CUDA tensors")
+            hint = "" if torch.cuda.is_available() else (
+                " (torch sees no GPU here; meta tensors give the ops' shapes and layouts without one, "
+                "and the host references are in include/fp8scale/reference)")
+            fail(op, name, f"is on {t.device}: fp8scale ops run on CUDA tensors{hint}")
         if first is None:
             first = (name, t.device)
         elif t.device != first[1]:

@@ -145,14 +145,41 @@ def test_launcher_refusals_name_the_argument():
         fp8scale.group_quant(x)
     # ld = 5 over 279 floats: the view fits, its last padding slot (280th) does not.
     s_buf = torch.empty(56 * 5 - 1, device="cuda")
-    with pytest.raises(RuntimeError, match=r"argument 'scale' storage holds 1116 bytes"):
+    with pytest.raises(ValueError, match=r"argument 'scale' storage holds 1116 bytes"):
         torch.ops.fp8scale.group_quant(activations(4, 7168, torch.bfloat16, 1),
                                        torch.empty(4, 7168, dtype=torch.float8_e4m3fn, device="cuda"),
                                        s_buf.as_strided((4, 56), (1, 5)))
     x = activations(4, 512, torch.bfloat16, 1)
     q = torch.empty(4, 512, dtype=torch.float8_e4m3fn, device="cuda")
-    with pytest.raises(RuntimeError, match=r"argument 'q' overlaps 'scale'"):
+    with pytest.raises(ValueError, match=r"argument 'q' overlaps 'scale'"):
         torch.ops.fp8scale.group_quant(x, q, q.view(torch.float32)[:, :4])
+
+
+# What the C++ op checks on CUDA tensors is a ValueError naming the argument
+# (a std::invalid_argument), as the fakes raise on meta tensors; the Python
+# functions check types and dtypes themselves (TypeError).
+@pytest.mark.parametrize(
+    "call, error, pattern",
+    [
+        (lambda x: fp8scale.rmsnorm_quant(x, torch.ones(256, dtype=x.dtype, device="cuda")),
+         ValueError, r"rmsnorm_quant: argument 'weight' has shape \(256,\), expected \(512,\)"),
+        (lambda x: fp8scale.rmsnorm_quant(x, torch.ones(512, device="cuda")),
+         TypeError, r"rmsnorm_quant: argument 'weight' has dtype torch.float32"),
+        (lambda x: fp8scale.group_quant(x, eps=0.0), ValueError, r"group_quant: argument 'eps'"),
+        (lambda x: fp8scale.group_quant(x, fp8_dtype=torch.float8_e4m3fnuz, fmax=448.0),
+         ValueError, r"group_quant: argument 'fmax'"),
+        (lambda x: fp8scale.silu_clamp_quant(x, float("nan")), ValueError, r"silu_clamp_quant: argument 'limit'"),
+        (lambda x: torch.ops.fp8scale.group_quant(x, torch.empty(4, 512, dtype=torch.float8_e4m3fn, device="cuda"),
+                                                  torch.empty(4, 5, device="cuda")),
+         ValueError, r"group_quant: argument 'scale' has shape \(4, 5\)"),
+        (lambda x: torch.ops.fp8scale.group_quant(x, torch.empty(4, 512, dtype=torch.float8_e4m3fn, device="cuda"),
+                                                  torch.empty(4, 4, device="cuda"), 96),
+         ValueError, r"group_quant: argument 'group_size' = 96"),
+    ],
+)
+def test_cuda_op_errors_have_the_documented_type(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call(activations(4, 512, torch.bfloat16, 1))
 
 
 # opcheck's test_schema compares the mutated outputs with arithmetic that
@@ -241,3 +268,80 @@ def test_non_zero_device_is_honoured():
     ref_q, ref_s = fp8scale.group_quant(x.to("cuda:0"), transpose_scale=True)
     assert torch.equal(q.cpu().view(torch.uint8), ref_q.cpu().view(torch.uint8))
     assert torch.equal(s.cpu(), ref_s.cpu())
+
+
+# --- torch.compile of a DeepSeek-V3-style block, dynamic M ----------------------
+
+
+def _block_weights(seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+
+    def block_quant(n, k):  # 128 x 128 blocks, s = amax / 448 tensor by tensor
+        w = torch.randn(n, k, generator=g, device="cuda") * 0.02
+        b = w.view(n // 128, 128, k // 128, 128)
+        amax = b.abs().amax(dim=(1, 3)).clamp_min(1e-10)
+        s = amax / torch.full_like(amax, 448.0)
+        return (b / s[:, None, :, None]).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(n, k), s
+
+    norm_w = (torch.rand(1024, generator=g, device="cuda") + 0.5).to(torch.bfloat16)
+    return (norm_w, *block_quant(2 * 512, 1024), *block_quant(1024, 512))
+
+
+def _scaled_mm(q, s, wq, ws):
+    """(q * s) @ (wq * ws)^T by F.scaled_mm (cuBLASLt on sm_90), which reads
+    the activation scales column-major over align(M, 4) rows: q is padded to
+    those rows and the scale view widened to its [G][ld] block, no copy."""
+    import torch.nn.functional as F
+
+    m, ld = q.shape[0], s.stride(1)
+    q_rows = F.pad(q.view(torch.uint8), (0, 0, 0, ld - m)).view(q.dtype)
+    y = F.scaled_mm(q_rows, wq.t(), s.as_strided((ld, s.shape[1]), (1, ld)), F.ScalingType.BlockWise1x128, ws.t(),
+                    F.ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
+    return y[:m]
+
+
+def deepseek_block(x, residual, norm_w, wq1, ws1, wq2, ws2):
+    """Residual RMSNorm quant -> gate_up GEMM -> SiLU-clamp quant -> down GEMM."""
+    q, s = fp8scale.rmsnorm_quant(x, norm_w, residual=residual, transpose_scale=True, ld_align=4)
+    gate_up = _scaled_mm(q, s, wq1, ws1)
+    q, s = fp8scale.silu_clamp_quant(gate_up, 7.0, transpose_scale=True, ld_align=4)
+    return _scaled_mm(q, s, wq2, ws2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not hasattr(torch.nn.functional, "scaled_mm")
+                    or torch.cuda.get_device_capability() != (9, 0),
+                    reason="F.scaled_mm with BlockWise1x128 scales runs on sm_90")
+def test_compiled_deepseek_block_dynamic_m_equals_eager():
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    weights = _block_weights(11)
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(deepseek_block, fullgraph=True, dynamic=True, backend=counter)
+    frames = {}
+    for m in (7, 64, 1000, 1):
+        x = activations(m, 1024, torch.bfloat16, m)
+        r_eager, r_compiled = activations(m, 1024, torch.bfloat16, m + 1), activations(m, 1024, torch.bfloat16, m + 1)
+        eager = deepseek_block(x, r_eager, *weights)
+        got = compiled(x, r_compiled, *weights)
+        assert torch.equal(eager.view(torch.int16), got.view(torch.int16)), f"M = {m}"
+        assert torch.equal(r_eager.view(torch.int16), r_compiled.view(torch.int16)), f"residual at M = {m}"
+        frames[m] = counter.frame_count
+    # One dynamic graph for M = 7, 64, 1000; M = 1 is torch's 0/1 specialization.
+    assert frames[7] == frames[64] == frames[1000] and frames[1] == frames[7] + 1, frames
+
+
+@pytest.mark.parametrize("mode", ["max-autotune-no-cudagraphs", "reduce-overhead"])
+def test_compile_modes_equal_eager(mode):
+    torch._dynamo.reset()
+    x = activations(33, 7168, torch.bfloat16, 4)
+    w = (torch.rand(7168, device="cuda") + 0.5).to(torch.bfloat16)
+    gu = activations(33, 4096, torch.bfloat16, 5)
+    eager = Site()(x, w, gu)
+    compiled = torch.compile(Site(), fullgraph=True, dynamic=True, mode=mode)
+    for _ in range(3):  # reduce-overhead records a CUDA graph on a later call and replays it
+        got = compiled(x, w, gu)
+    for a, b in zip(eager, got):
+        assert a.shape == b.shape and a.stride() == b.stride()
+        assert torch.equal(a.view(torch.uint8) if a.dtype != torch.float32 else a,
+                           b.view(torch.uint8) if b.dtype != torch.float32 else b)

@@ -117,6 +117,24 @@ def test_shape_inference_under_fake_mode():
         (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FN), meta(4, 4, dtype=F32),
                                                 128, False, 0.0, 1e-46),
          ValueError, r"argument 'eps' = 1e-46: must be > 0"),
+        (lambda: fp8scale.rmsnorm_quant(meta(4, 512), "w"), TypeError,
+         r"rmsnorm_quant: argument 'weight' must be a torch.Tensor, got str"),
+        (lambda: fp8scale.rmsnorm_quant(meta(4, 512), meta(512, dtype=F32)), TypeError,
+         r"rmsnorm_quant: argument 'weight' has dtype torch.float32, expected x's dtype torch.bfloat16"),
+        (lambda: fp8scale.rmsnorm_quant(meta(4, 512), meta(512), residual=meta(4, 512, dtype=torch.float16)),
+         TypeError, r"argument 'residual' has dtype torch.float16"),
+        (lambda: fp8scale.rmsnorm_quant(meta(4, 512), meta(256)), ValueError,
+         r"rmsnorm_quant: argument 'weight' has shape \(256,\), expected \(512,\)"),
+        (lambda: fp8scale.rmsnorm_quant(meta(4, 512), meta(512), norm_eps=-1.0), ValueError,
+         r"rmsnorm_quant: argument 'norm_eps' = -1.0: must be >= 0"),
+        (lambda: fp8scale.group_quant(meta(4, 512), ld_align=4), ValueError,
+         r"argument 'ld_align' applies to transpose_scale=True only"),
+        (lambda: fp8scale.group_quant(meta(4, 512), fmax=500.0), ValueError,
+         r"group_quant: argument 'fmax' = 500.0: must be in \(0, 448\]"),
+        (lambda: fp8scale.group_quant(meta(4, 512), 64, eps=-1.0), ValueError, r"group_quant: argument 'eps'"),
+        (lambda: fp8scale.silu_clamp_quant(meta(4, 1024), 7.0, 96), ValueError,
+         r"silu_clamp_quant: argument 'group_size' = 96"),
+        (lambda: fp8scale.emit_transposed(4, "cuBLASLt"), ValueError, r"argument 'consumer' = 'cuBLASLt'"),
     ],
 )
 def test_bad_input_names_the_argument(call, error, pattern):
@@ -153,3 +171,18 @@ def test_dispatch_floor_has_the_ops_schemas():
         ours = getattr(torch.ops.fp8scale, name).default._schema
         floor = getattr(torch.ops.fp8scale_floor, name).default._schema
         assert str(floor).replace("fp8scale_floor::", "fp8scale::") == str(ours)
+
+
+def test_consumer_names_in_any_case():
+    assert fp8scale.emit_transposed(1, "CUBLASLT_VEC128") is True
+    assert fp8scale.consumer_scale_ld("DeepGEMM_TMA", 5) == 8
+    assert fp8scale.emit_transposed(1, fp8scale.ScaleConsumer.BPRESHUFFLE_GFX95) is False
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="what a machine without a GPU is told")
+def test_no_gpu_messages_say_what_to_do():
+    with pytest.raises(ValueError, match=r"argument 'x' is on cpu: fp8scale ops run on CUDA tensors "
+                                         r"\(torch sees no GPU here; meta tensors"):
+        fp8scale.group_quant(torch.zeros(4, 512, dtype=BF16))
+    with pytest.raises(RuntimeError, match=r"detect_scale_consumer: no CUDA or ROCm device"):
+        fp8scale.detect_scale_consumer()
