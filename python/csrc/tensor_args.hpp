@@ -41,7 +41,12 @@ using torch::stable::Tensor;
 /// argument, RuntimeError for misalignment and the device's own errors.
 inline void check(const char* op, const Status& s) {
   if (s) return;
-  const std::string message = std::string("fp8scale.") + op + ": " + s.message();
+  // "fp8scale::groupQuant: argument 'eps' = 0: ..." as "fp8scale.group_quant:
+  // argument 'eps' = 0: ...": the op's name in front, as every op error.
+  std::string what = s.message();
+  const std::string launcher = std::string("fp8scale::") + s.function() + ": ";
+  if (what.compare(0, launcher.size(), launcher) == 0) what.erase(0, launcher.size());
+  const std::string message = std::string("fp8scale.") + op + ": " + what;
   switch (s.code()) {
     case StatusCode::kMisaligned:
     case StatusCode::kUnsupportedDevice:
