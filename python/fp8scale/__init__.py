@@ -129,7 +129,10 @@ def group_quant(
     _check_x(op, x, (2, 3))
     k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
     q, scale = _outputs(op, x, x.shape, k, group_size, transpose_scale, ld_align, fp8_dtype)
-    _ops.GROUP_QUANT(x, q, scale, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps, enable_pdl)
+    if scale_ue8m0 or fmax is not None or eps != 1e-10 or enable_pdl:
+        _ops.GROUP_QUANT(x, q, scale, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps, enable_pdl)
+    else:  # the schema's defaults: each Python scalar passed costs the dispatcher's parsing
+        _ops.GROUP_QUANT(x, q, scale, group_size)
     return q, scale
 
 
@@ -164,8 +167,11 @@ def silu_clamp_quant(
     if two_i % 2 != 0:
         _ops.fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
     q, scale = _outputs(op, x, (m, two_i // 2), two_i // 2, group_size, transpose_scale, ld_align, fp8_dtype)
-    _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps,
-                          enable_pdl)
+    if scale_ue8m0 or fmax is not None or eps != 1e-10 or enable_pdl:
+        _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps,
+                              enable_pdl)
+    else:
+        _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size)
     return q, scale
 
 
@@ -208,8 +214,11 @@ def rmsnorm_quant(
             _ops.fail(op, name, f"has dtype {t.dtype}, expected x's dtype {x.dtype}", TypeError)
     q, scale = _outputs(op, x, x.shape, x.shape[1], group_size, transpose_scale, ld_align, fp8_dtype)
     norm_out = torch.empty_like(x, memory_format=torch.contiguous_format) if return_norm_out else None
-    _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, norm_eps, group_size, scale_ue8m0,
-                       0.0 if fmax is None else fmax, eps, enable_pdl)
+    if scale_ue8m0 or fmax is not None or eps != 1e-10 or enable_pdl:
+        _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, norm_eps, group_size, scale_ue8m0,
+                           0.0 if fmax is None else fmax, eps, enable_pdl)
+    else:
+        _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, norm_eps, group_size)
     return (q, scale, norm_out) if return_norm_out else (q, scale)
 
 

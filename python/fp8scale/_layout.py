@@ -123,11 +123,11 @@ def new_scale(m: int, g: int, transpose_scale: bool, ld_align: int, device) -> t
     """An uninitialized (m, g) float32 scale tensor: row-major (strides (g, 1)),
     or column-major with strides (1, ld), ld = align(m, ld_align), over a
     [g, ld] buffer of its own (the producer writes the padding slots)."""
-    ld = align_up(m, ld_align)
     if not transpose_scale:
         if ld_align != 1:
             raise ValueError("fp8scale: argument 'ld_align' applies to transpose_scale=True only")
         return torch.empty((m, g), dtype=torch.float32, device=device)
+    ld = align_up(m, ld_align)
     return torch.empty(g * ld, dtype=torch.float32, device=device).as_strided((m, g), (1, ld))
 
 
