@@ -20,29 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 import torch
 
 import fp8scale
+from host_timing import host_us
 
 K, I_MOE, GROUP, LIMIT = 7168, 2048, 128, 7.0
 FP8 = torch.float8_e4m3fn
-
-
-def host_us(f, calls=500, batches=20) -> float:
-    for _ in range(50):
-        f()
-    out = []
-    for _ in range(batches):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            f()
-        out.append((time.perf_counter() - t0) * 1e6 / calls)
-    torch.cuda.synchronize()
-    return statistics.median(out)
 
 
 def variants(producer: str, col_major: bool):

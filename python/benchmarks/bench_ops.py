@@ -30,11 +30,11 @@ import argparse
 import json
 import os
 import statistics
-import time
 
 import torch
 
 import fp8scale
+from host_timing import host_us
 import launcher_shim as shim
 
 K_HIDDEN, I_MOE, GROUP = 7168, 2048, 128
@@ -160,22 +160,6 @@ def graph_us(make, calls=20, replays=15) -> float:
         b.synchronize()
         times.append(a.elapsed_time(b) * 1e3 / calls)
     return statistics.median(times)
-
-
-def host_us(f, calls=500, batches=20) -> float:
-    """Median host time per call to enqueue `calls` calls (the device drains
-    between batches, so the launch queue never pushes back)."""
-    for _ in range(50):
-        f()
-    out = []
-    for _ in range(batches):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            f()
-        out.append((time.perf_counter() - t0) * 1e6 / calls)
-    torch.cuda.synchronize()
-    return statistics.median(out)
 
 
 def main() -> None:
