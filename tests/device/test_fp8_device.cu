@@ -1,8 +1,9 @@
 // The device fp8 conversion (fp8scale::cvtPack2, hardware instruction on
 // sm_89+) against the host encode and against the committed golden data that
-// the H200 itself produced (tests/data, see gen_fp8_golden.cu); and the
-// device's fp32 -> bf16 / fp16 rounding (detail::packVec, hardware F2FP with
-// a NaN fallback) against the host rule, fromFloat.
+// the H200 itself produced (tests/data, see gen_fp8_golden.cu); the device's
+// fp32 -> bf16 / fp16 rounding (detail::packVec, hardware F2FP with NaN
+// lanes fixed by a select) against the host rule, fromFloat; and its bf16 /
+// fp16 -> fp32 widening (detail::unpackVec) against toFloat.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -111,8 +112,8 @@ __global__ void packWithLibrary(const float* in, std::uint32_t* packed, float* r
 // every finite fp16 value with the fp32 values half an fp16 step above it
 // (a tie; above the largest finite value, 65520, the overflow boundary) and
 // one fp32 ulp either side of that. Shuffled with a fixed seed so that
-// NaNs share vectors with ordinary values (the fallback path) while most
-// vectors hold none (the instruction path).
+// NaNs share vectors with ordinary values (their lanes take the select)
+// while most vectors hold none.
 std::vector<float> roundingInputs() {
   std::vector<std::uint32_t> bits;
   for (std::uint32_t hi = 0; hi < 0x10000u; ++hi)
@@ -179,7 +180,7 @@ void checkDeviceRounding() {
   }
   EXPECT_EQ(badPacked, 0u);
   EXPECT_EQ(badRounded, 0u);
-  // Both paths ran: most vectors hold no NaN, and some do; the fp16
+  // Vectors with and without NaNs ran: most hold none, some do; the fp16
   // overflow tie (65520) is among the inputs.
   EXPECT_GT(nanVectors, 1000u);
   EXPECT_LT(nanVectors, static_cast<std::size_t>(vecs) / 2);
@@ -191,6 +192,46 @@ void checkDeviceRounding() {
 
 TEST_F(Fp8Device, Bf16RoundingEqualsHostRule) { checkDeviceRounding<BFloat16>(); }
 TEST_F(Fp8Device, Fp16RoundingEqualsHostRule) { checkDeviceRounding<Float16>(); }
+
+template <class In>
+__global__ void widenWithLibrary(const std::uint32_t* words, float* out, int vecs) {
+  const int v = blockIdx.x * blockDim.x + threadIdx.x;
+  if (v >= vecs) return;
+  detail::unpackVec<In>(detail::loadRaw(words + 4 * v), out + 8 * v);
+}
+
+/// Every 16-bit pattern widened on the device (unpackVec: on NVIDIA fp16 is
+/// the conversion instruction with NaNs fixed by a select) equals toFloat bit
+/// for bit: signed zeros, subnormals, inf, and NaNs with every payload, the
+/// signalling ones among them.
+template <class In>
+void checkDeviceWidening() {
+  std::vector<std::uint32_t> words(0x10000 / 2);
+  for (std::uint32_t i = 0; i < words.size(); ++i) words[i] = (2 * i) | ((2 * i + 1) << 16);
+  const int vecs = static_cast<int>(words.size() / 4);
+  DeviceBuffer<std::uint32_t> dWords(words.size());
+  DeviceBuffer<float> dOut(0x10000);
+  dWords.upload(words);
+  dOut.poison(0x5A);
+  widenWithLibrary<In><<<(vecs + 255) / 256, 256>>>(dWords.get(), dOut.get(), vecs);
+  ASSERT_EQ(deviceLastError(), kDeviceSuccess);
+  ASSERT_EQ(runtime::deviceSynchronize(), kDeviceSuccess);
+  const auto out = dOut.download();
+  std::size_t bad = 0, nans = 0;
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) {
+    const std::uint32_t host = bitCast<std::uint32_t>(toFloat(In{static_cast<std::uint16_t>(h)}));
+    nans += std::isnan(bitCast<float>(host));
+    if (bitCast<std::uint32_t>(out[h]) != host && bad++ < 8)
+      ADD_FAILURE() << std::hex << "unpackVec of 0x" << h << ": device 0x" << bitCast<std::uint32_t>(out[h])
+                    << " host 0x" << host;
+  }
+  EXPECT_EQ(bad, 0u);
+  constexpr std::size_t kNaNs = std::is_same<In, Float16>::value ? 2 * 1023 : 2 * 127;  // both signs
+  EXPECT_EQ(nans, kNaNs);
+}
+
+TEST_F(Fp8Device, Bf16WideningEqualsHostRule) { checkDeviceWidening<BFloat16>(); }
+TEST_F(Fp8Device, Fp16WideningEqualsHostRule) { checkDeviceWidening<Float16>(); }
 
 }  // namespace
 }  // namespace fp8scale::test
