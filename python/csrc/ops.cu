@@ -122,6 +122,7 @@ void rmsNormQuantOp(Tensor x, Tensor weight, Tensor q, Tensor scale, std::option
   const index_t ldx = rowStride(kOp, "x", x);
   const index_t M = x.size(0), K = x.size(1);
   const index_t G = groupsOf(kOp, K, groupSize);
+  if (!(normEps >= 0.0)) fail(kOp, "norm_eps", "= " + std::to_string(normEps) + ": must be >= 0");
   expectDtype(kOp, "weight", weight, x.scalar_type());
   expectShape(kOp, "weight", weight, {K});
   if (K > 1 && weight.stride(0) != 1) fail(kOp, "weight", "must be contiguous, got strides " + strideString(weight));

@@ -74,7 +74,7 @@ def _outputs(op, x, q_shape, cols, group_size, transpose_scale, ld_align, fp8_dt
     if fp8_dtype not in _ops._FP8_DTYPES:
         _ops.fail(op, "fp8_dtype", f"= {fp8_dtype!r}: expected torch.float8_e4m3fn or torch.float8_e4m3fnuz",
                   TypeError)
-    if group_size not in _ops._GROUP_SIZES or isinstance(group_size, bool):
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size not in _ops._GROUP_SIZES:
         _ops.fail(op, "group_size", f"= {group_size!r}: supported group sizes are 32, 64, 128")
     if cols % group_size != 0:
         _ops.fail(op, "x", f"has {cols} columns, not a multiple of group_size = {group_size}")
@@ -208,7 +208,7 @@ def rmsnorm_quant(
     op = "rmsnorm_quant"
     _check_x(op, x, (2,))
     for name, t in (("weight", weight), ("residual", residual)):
-        if t is not None and (not isinstance(t, torch.Tensor) or t.dtype != x.dtype):
+        if (t is not None or name == "weight") and (not isinstance(t, torch.Tensor) or t.dtype != x.dtype):
             if not isinstance(t, torch.Tensor):
                 _ops.fail(op, name, f"must be a torch.Tensor, got {type(t).__name__}", TypeError)
             _ops.fail(op, name, f"has dtype {t.dtype}, expected x's dtype {x.dtype}", TypeError)

@@ -169,6 +169,8 @@ def test_launcher_refusals_name_the_argument():
         (lambda x: fp8scale.group_quant(x, fp8_dtype=torch.float8_e4m3fnuz, fmax=448.0),
          ValueError, r"group_quant: argument 'fmax'"),
         (lambda x: fp8scale.silu_clamp_quant(x, float("nan")), ValueError, r"silu_clamp_quant: argument 'limit'"),
+        (lambda x: fp8scale.rmsnorm_quant(x, torch.ones(512, dtype=x.dtype, device="cuda"), -1.0), ValueError,
+         r"rmsnorm_quant: argument 'norm_eps' = -1"),
         (lambda x: torch.ops.fp8scale.group_quant(x, torch.empty(4, 512, dtype=torch.float8_e4m3fn, device="cuda"),
                                                   torch.empty(4, 5, device="cuda")),
          ValueError, r"group_quant: argument 'scale' has shape \(4, 5\)"),
@@ -354,11 +356,15 @@ def test_compile_modes_equal_eager(mode):
     x = activations(33, 7168, torch.bfloat16, 4)
     w = (torch.rand(7168, device="cuda") + 0.5).to(torch.bfloat16)
     gu = activations(33, 4096, torch.bfloat16, 5)
-    eager = Site()(x, w, gu)
     compiled = torch.compile(Site(), fullgraph=True, dynamic=True, mode=mode)
-    for _ in range(3):  # reduce-overhead records a CUDA graph on a later call and replays it
-        got = compiled(x, w, gu)
-    for a, b in zip(eager, got):
-        assert a.shape == b.shape and a.stride() == b.stride()
-        assert torch.equal(a.view(torch.uint8) if a.dtype != torch.float32 else a,
-                           b.view(torch.uint8) if b.dtype != torch.float32 else b)
+    # reduce-overhead records a CUDA graph on a later call and replays it: new
+    # inputs each call, so a replay that skipped the ops would leave stale bytes.
+    for call in range(4):
+        x.copy_(activations(33, 7168, torch.bfloat16, 40 + call))
+        gu.copy_(activations(33, 4096, torch.bfloat16, 50 + call))
+        got = compiled(x, w, gu)  # read before the next call, which replays into the same outputs
+        eager = Site()(x, w, gu)
+        for a, b in zip(eager, got):
+            assert a.shape == b.shape and a.stride() == b.stride()
+            assert torch.equal(a.view(torch.uint8) if a.dtype != torch.float32 else a,
+                               b.view(torch.uint8) if b.dtype != torch.float32 else b), f"call {call}"

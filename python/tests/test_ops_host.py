@@ -135,6 +135,14 @@ def test_shape_inference_under_fake_mode():
         (lambda: fp8scale.silu_clamp_quant(meta(4, 1024), 7.0, 96), ValueError,
          r"silu_clamp_quant: argument 'group_size' = 96"),
         (lambda: fp8scale.emit_transposed(4, "cuBLASLt"), ValueError, r"argument 'consumer' = 'cuBLASLt'"),
+        (lambda: fp8scale.group_quant(meta(4, 512), 128.0), ValueError, r"argument 'group_size' = 128.0"),
+        (lambda: fp8scale.rmsnorm_quant(meta(4, 512), None), TypeError,
+         r"argument 'weight' must be a torch.Tensor, got NoneType"),
+        (lambda: fp8scale.rmsnorm_quant(meta(4, 512), meta(512), residual=[0.0]), TypeError,
+         r"argument 'residual' must be a torch.Tensor, got list"),
+        (lambda: torch.ops.fp8scale.rmsnorm_quant(meta(4, 512), meta(512), meta(4, 512, dtype=FN),
+                                                  meta(4, 4, dtype=F32), None, meta(4, 256)),
+         ValueError, r"argument 'norm_out' has shape \(4, 256\), expected \(4, 512\)"),
     ],
 )
 def test_bad_input_names_the_argument(call, error, pattern):
