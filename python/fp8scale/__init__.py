@@ -80,9 +80,9 @@ def _outputs(op, x, q_shape, cols, group_size, transpose_scale, ld_align, fp8_dt
         _ops.fail(op, "x", f"has {cols} columns, not a multiple of group_size = {group_size}")
     if not _ops.AVAILABLE:
         _ops.require_ops()  # before allocating: without the op library nothing can run
-    q = torch.empty(q_shape, dtype=fp8_dtype, device=x.device)
-    scale = _layout.new_scale(x.shape[0], cols // group_size, transpose_scale, ld_align, x.device)
-    return q, scale
+    device = x.device  # a new torch.device object at each read
+    q = torch.empty(q_shape, dtype=fp8_dtype, device=device)
+    return q, _layout.new_scale(x.shape[0], cols // group_size, transpose_scale, ld_align, device)
 
 
 def group_quant(
