@@ -194,3 +194,27 @@ def test_no_gpu_messages_say_what_to_do():
         fp8scale.group_quant(torch.zeros(4, 512, dtype=BF16))
     with pytest.raises(RuntimeError, match=r"detect_scale_consumer: no CUDA or ROCm device"):
         fp8scale.detect_scale_consumer()
+
+
+def col_major_meta(m, g, ld):
+    return torch.empty((g, ld), dtype=F32, device="meta").t()[:m]
+
+
+OPCHECK_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+@pytest.mark.parametrize("col_major", [False, True])
+def test_opcheck_on_meta(col_major):
+    """torch.library.opcheck of every op on meta tensors (the GPU run is
+    test_gpu.test_opcheck): schema, autograd registration, the fake
+    implementation and AOT dispatch with dynamic shapes."""
+    m = 17
+    s = col_major_meta(m, 4, 20) if col_major else meta(m, 4, dtype=F32)
+    x, q = meta(m, 512), meta(m, 512, dtype=FN)
+    torch.library.opcheck(torch.ops.fp8scale.group_quant.default, (x, q, s), test_utils=OPCHECK_TESTS)
+    torch.library.opcheck(torch.ops.fp8scale.silu_clamp_quant.default, (meta(m, 1024), q, s, 7.0),
+                          test_utils=OPCHECK_TESTS)
+    torch.library.opcheck(torch.ops.fp8scale.rmsnorm_quant.default, (x, meta(512), q, s, meta(m, 512), meta(m, 512)),
+                          test_utils=OPCHECK_TESTS)
+    torch.library.opcheck(torch.ops.fp8scale.materialize.default, (meta(m, 4, dtype=F32), col_major_meta(m, 4, 20)),
+                          test_utils=OPCHECK_TESTS)
