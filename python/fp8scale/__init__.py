@@ -51,6 +51,8 @@ __all__ = [
 
 __version__ = "0.1.0"
 
+_EPS = 1e-10  # the ops' default eps (their schemas)
+
 
 # The Python functions check what they need to allocate the outputs (types,
 # dims, the group size), with plain comparisons that torch.compile traces
@@ -60,12 +62,14 @@ __version__ = "0.1.0"
 
 
 def _check_x(op: str, x, dims) -> None:
-    if not isinstance(x, torch.Tensor):
-        _ops.fail(op, "x", f"must be a torch.Tensor, got {type(x).__name__}", TypeError)
-    if x.dtype not in _ops._INPUT_DTYPES:
-        _ops.fail(op, "x", f"has dtype {x.dtype}, expected torch.bfloat16, torch.float16 or torch.float32", TypeError)
-    if x.dim() not in dims:
-        _ops.fail(op, "x", f"must be {' or '.join(f'{d}-D' for d in dims)}, got shape {tuple(x.shape)}")
+    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES, dims)
+
+
+def _defaults(scale_ue8m0, fmax, eps, enable_pdl) -> bool:
+    """Whether the trailing options are the schema's defaults: the functions
+    then pass the op only its leading arguments, since each Python scalar
+    handed to an op costs the dispatcher's parsing."""
+    return not scale_ue8m0 and fmax is None and eps == _EPS and not enable_pdl
 
 
 def _outputs(op, x, q_shape, cols, group_size, transpose_scale, ld_align, fp8_dtype):
@@ -94,7 +98,7 @@ def group_quant(
     fp8_dtype: torch.dtype = torch.float8_e4m3fn,
     scale_ue8m0: bool = False,
     fmax: Optional[float] = None,
-    eps: float = 1e-10,
+    eps: float = _EPS,
     enable_pdl: bool = False,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Per-group fp8 quantization of activations.
@@ -129,9 +133,9 @@ def group_quant(
     _check_x(op, x, (2, 3))
     k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
     q, scale = _outputs(op, x, x.shape, k, group_size, transpose_scale, ld_align, fp8_dtype)
-    if scale_ue8m0 or fmax is not None or eps != 1e-10 or enable_pdl:
+    if not _defaults(scale_ue8m0, fmax, eps, enable_pdl):
         _ops.GROUP_QUANT(x, q, scale, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps, enable_pdl)
-    else:  # the schema's defaults: each Python scalar passed costs the dispatcher's parsing
+    else:
         _ops.GROUP_QUANT(x, q, scale, group_size)
     return q, scale
 
@@ -146,7 +150,7 @@ def silu_clamp_quant(
     fp8_dtype: torch.dtype = torch.float8_e4m3fn,
     scale_ue8m0: bool = False,
     fmax: Optional[float] = None,
-    eps: float = 1e-10,
+    eps: float = _EPS,
     enable_pdl: bool = False,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """fp8 quantization of silu(min(gate, limit)) * clamp(up, -limit, limit).
@@ -167,7 +171,7 @@ def silu_clamp_quant(
     if two_i % 2 != 0:
         _ops.fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
     q, scale = _outputs(op, x, (m, two_i // 2), two_i // 2, group_size, transpose_scale, ld_align, fp8_dtype)
-    if scale_ue8m0 or fmax is not None or eps != 1e-10 or enable_pdl:
+    if not _defaults(scale_ue8m0, fmax, eps, enable_pdl):
         _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps,
                               enable_pdl)
     else:
@@ -188,7 +192,7 @@ def rmsnorm_quant(
     fp8_dtype: torch.dtype = torch.float8_e4m3fn,
     scale_ue8m0: bool = False,
     fmax: Optional[float] = None,
-    eps: float = 1e-10,
+    eps: float = _EPS,
     enable_pdl: bool = False,
 ):
     """RMSNorm, then fp8 group quantization of its output.
@@ -214,7 +218,7 @@ def rmsnorm_quant(
             _ops.fail(op, name, f"has dtype {t.dtype}, expected x's dtype {x.dtype}", TypeError)
     q, scale = _outputs(op, x, x.shape, x.shape[1], group_size, transpose_scale, ld_align, fp8_dtype)
     norm_out = torch.empty_like(x, memory_format=torch.contiguous_format) if return_norm_out else None
-    if scale_ue8m0 or fmax is not None or eps != 1e-10 or enable_pdl:
+    if not _defaults(scale_ue8m0, fmax, eps, enable_pdl):
         _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, norm_eps, group_size, scale_ue8m0,
                            0.0 if fmax is None else fmax, eps, enable_pdl)
     else:

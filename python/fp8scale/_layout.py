@@ -127,9 +127,7 @@ def new_scale(m: int, g: int, transpose_scale: bool, ld_align: int, device) -> t
         if ld_align != 1:
             raise ValueError("fp8scale: argument 'ld_align' applies to transpose_scale=True only")
         return torch.empty((m, g), dtype=torch.float32, device=device)
-    if type(ld_align) is not int or ld_align < 1:  # align_up's check, inline: this runs on every call
-        align_up(m, ld_align)
-    ld = (m + ld_align - 1) // ld_align * ld_align
+    ld = align_up(m, ld_align)
     return torch.empty(g * ld, dtype=torch.float32, device=device).as_strided((m, g), (1, ld))
 
 
