@@ -40,12 +40,12 @@ def variants(producer: str, col_major: bool):
     g = cols // GROUP
     ld = (m + la - 1) // la * la
 
-    def alloc():
-        q = torch.empty((m, cols), dtype=FP8, device=dev)
+    def alloc():  # as the functions allocate (fp8scale._layout.new_scale)
+        q = torch.empty(m, cols, dtype=FP8, device=dev)
         if col_major:
             s = torch.empty(g * ld, dtype=torch.float32, device=dev).as_strided((m, g), (1, ld))
         else:
-            s = torch.empty((m, g), dtype=torch.float32, device=dev)
+            s = torch.empty(m, g, dtype=torch.float32, device=dev)
         return q, s
 
     q, s = alloc()

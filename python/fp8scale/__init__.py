@@ -65,16 +65,9 @@ def _check_x(op: str, x, dims) -> None:
     _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES, dims)
 
 
-def _defaults(scale_ue8m0, fmax, eps, enable_pdl) -> bool:
-    """Whether the trailing options are the schema's defaults: the functions
-    then pass the op only its leading arguments, since each Python scalar
-    handed to an op costs the dispatcher's parsing."""
-    return not scale_ue8m0 and fmax is None and eps == _EPS and not enable_pdl
-
-
-def _outputs(op, x, q_shape, cols, group_size, transpose_scale, ld_align, fp8_dtype):
-    """A producer's q (fp8, q_shape) and scale (M, cols // group_size),
-    allocated on x's device."""
+def _scale(op, x, m, cols, group_size, transpose_scale, ld_align, fp8_dtype):
+    """Checks what allocating a producer's outputs needs, and allocates the
+    scale (m, cols // group_size) on x's device."""
     if fp8_dtype not in _ops._FP8_DTYPES:
         _ops.fail(op, "fp8_dtype", f"= {fp8_dtype!r}: expected torch.float8_e4m3fn or torch.float8_e4m3fnuz",
                   TypeError)
@@ -84,9 +77,13 @@ def _outputs(op, x, q_shape, cols, group_size, transpose_scale, ld_align, fp8_dt
         _ops.fail(op, "x", f"has {cols} columns, not a multiple of group_size = {group_size}")
     if not _ops.AVAILABLE:
         _ops.require_ops()  # before allocating: without the op library nothing can run
-    device = x.device  # a new torch.device object at each read
-    q = torch.empty(q_shape, dtype=fp8_dtype, device=device)
-    return q, _layout.new_scale(x.shape[0], cols // group_size, transpose_scale, ld_align, device)
+    return _layout.new_scale(m, cols // group_size, transpose_scale, ld_align, x.device)
+
+
+# Sizes go to torch.empty as separate arguments (torch.empty(m, k, ...)): a
+# size tuple or torch.Size costs its argument parser about 1 us more per call.
+# The trailing options go to the op only where they differ from its schema's
+# defaults: each Python scalar handed to an op costs the dispatcher's parsing.
 
 
 def group_quant(
@@ -131,9 +128,15 @@ def group_quant(
     """
     op = "group_quant"
     _check_x(op, x, (2, 3))
-    k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
-    q, scale = _outputs(op, x, x.shape, k, group_size, transpose_scale, ld_align, fp8_dtype)
-    if not _defaults(scale_ue8m0, fmax, eps, enable_pdl):
+    if x.dim() == 2:
+        m, k = x.shape
+        scale = _scale(op, x, m, k, group_size, transpose_scale, ld_align, fp8_dtype)
+        q = torch.empty(m, k, dtype=fp8_dtype, device=x.device)
+    else:
+        m, h, d = x.shape
+        scale = _scale(op, x, m, h * d, group_size, transpose_scale, ld_align, fp8_dtype)
+        q = torch.empty(m, h, d, dtype=fp8_dtype, device=x.device)
+    if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
         _ops.GROUP_QUANT(x, q, scale, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps, enable_pdl)
     else:
         _ops.GROUP_QUANT(x, q, scale, group_size)
@@ -170,8 +173,9 @@ def silu_clamp_quant(
     m, two_i = x.shape
     if two_i % 2 != 0:
         _ops.fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
-    q, scale = _outputs(op, x, (m, two_i // 2), two_i // 2, group_size, transpose_scale, ld_align, fp8_dtype)
-    if not _defaults(scale_ue8m0, fmax, eps, enable_pdl):
+    scale = _scale(op, x, m, two_i // 2, group_size, transpose_scale, ld_align, fp8_dtype)
+    q = torch.empty(m, two_i // 2, dtype=fp8_dtype, device=x.device)
+    if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
         _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps,
                               enable_pdl)
     else:
@@ -216,9 +220,11 @@ def rmsnorm_quant(
             if not isinstance(t, torch.Tensor):
                 _ops.fail(op, name, f"must be a torch.Tensor, got {type(t).__name__}", TypeError)
             _ops.fail(op, name, f"has dtype {t.dtype}, expected x's dtype {x.dtype}", TypeError)
-    q, scale = _outputs(op, x, x.shape, x.shape[1], group_size, transpose_scale, ld_align, fp8_dtype)
-    norm_out = torch.empty_like(x, memory_format=torch.contiguous_format) if return_norm_out else None
-    if not _defaults(scale_ue8m0, fmax, eps, enable_pdl):
+    m, k = x.shape
+    scale = _scale(op, x, m, k, group_size, transpose_scale, ld_align, fp8_dtype)
+    q = torch.empty(m, k, dtype=fp8_dtype, device=x.device)
+    norm_out = torch.empty(m, k, dtype=x.dtype, device=x.device) if return_norm_out else None
+    if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
         _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, norm_eps, group_size, scale_ue8m0,
                            0.0 if fmax is None else fmax, eps, enable_pdl)
     else:
