@@ -368,3 +368,80 @@ def test_compile_modes_equal_eager(mode):
             assert a.shape == b.shape and a.stride() == b.stride()
             assert torch.equal(a.view(torch.uint8) if a.dtype != torch.float32 else a,
                                b.view(torch.uint8) if b.dtype != torch.float32 else b), f"call {call}"
+
+
+# --- the drop-in entry points (fp8scale.compat) give fp8scale's own bits ----------
+
+def same_bits(a, b):
+    """Equal dtype, shape, strides and bits (scales through the logical index)."""
+    assert a.dtype == b.dtype and a.shape == b.shape
+    view = (lambda t: t) if a.dtype == torch.float32 else (lambda t: t.view(torch.uint8))
+    assert torch.equal(view(a), view(b))
+
+
+def storage_bits(t):
+    """Every float of t's storage: the padding slots of a column-major scale included."""
+    return torch.tensor([], dtype=torch.float32, device=t.device).set_(t.untyped_storage())
+
+
+@pytest.mark.parametrize("m", (0, 1, 3, 17, 130))
+@pytest.mark.parametrize("col, tma", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("fp8, ue8m0", [(torch.float8_e4m3fn, False), (torch.float8_e4m3fnuz, True)])
+def test_vllm_and_sglang_dropins_equal_group_quant(m, col, tma, fp8, ue8m0):
+    from fp8scale.compat import sgl_kernel, sglang, vllm
+
+    x = activations(m, 1024, torch.bfloat16, 11)
+    fmax = 224.0 if fp8 == torch.float8_e4m3fnuz else None  # the engines' e4m3fnuz range
+    la = 4 if tma else 1
+    q, s = fp8scale.group_quant(x, 128, transpose_scale=col, ld_align=la, fp8_dtype=fp8, scale_ue8m0=ue8m0, fmax=fmax)
+    vq, vs = vllm.per_token_group_quant_fp8(x, 128, dtype=fp8, column_major_scales=col, tma_aligned_scales=tma,
+                                            use_ue8m0=ue8m0)
+    same_bits(vq, q), same_bits(vs, s)
+    assert vs.stride() == s.stride() and torch.equal(storage_bits(vs), storage_bits(s))
+    if fp8 == torch.float8_e4m3fn and not ue8m0:
+        gq, gs = sglang.sglang_per_token_group_quant_fp8(x, 128, column_major_scales=col, scale_tma_aligned=tma)
+        same_bits(gq, q), same_bits(gs, s)
+        kq, ks = torch.empty_like(q), (col_major_out(m, 8, fp8scale.align_up(m, la))[1] if col else
+                                       torch.empty_like(s))
+        sgl_kernel.sgl_per_token_group_quant_8bit(x, kq, ks, 128, 1e-10, -448.0, 448.0)
+        same_bits(kq, q), same_bits(ks, s)
+
+
+def test_batched_rows_and_fused_silu_dropins():
+    from fp8scale.compat import sgl_kernel, sglang, vllm
+
+    x = activations(12, 512, torch.float16, 12)
+    q, s = fp8scale.group_quant(x, 64)
+    vq, vs = vllm.per_token_group_quant_fp8(x.view(3, 4, 512), 64)
+    same_bits(vq.view(12, 512), q), same_bits(vs.view(12, 8), s)
+    gate_up = activations(17, 2048, torch.bfloat16, 13)
+    q, s = fp8scale.silu_clamp_quant(gate_up, 0.0, 128, transpose_scale=True, ld_align=4)
+    gq, gs = sglang.sglang_per_token_group_quant_fp8(gate_up, 128, column_major_scales=True, scale_tma_aligned=True,
+                                                     fuse_silu_and_mul=True)
+    same_bits(gq, q), same_bits(gs, s)
+    kq, ks = torch.empty_like(q), col_major_out(17, 8, 20)[1]
+    sgl_kernel.sgl_per_token_group_quant_fp8(gate_up, kq, ks, 128, 1e-10, -448.0, 448.0, fuse_silu_and_mul=True)
+    same_bits(kq, q), same_bits(ks, s)
+
+
+@pytest.mark.parametrize("m", (0, 1, 5, 130))
+@pytest.mark.parametrize("transpose, strided", [(False, False), (True, False), (True, True)])
+def test_aiter_dropins_equal_fp8scale(m, transpose, strided):
+    from fp8scale.compat import aiter
+
+    x = activations(m, 2048, torch.bfloat16, 14)
+    w = (torch.rand(2048, device="cuda") + 0.5).to(torch.bfloat16)
+    res1 = activations(m, 2048, torch.bfloat16, 15)
+    res1_before = res1.clone()
+    residual = res1.clone()
+    q, s, y = fp8scale.rmsnorm_quant(x, w, 1e-6, residual=residual, return_norm_out=True, transpose_scale=transpose)
+    (aq, as_), out1, out2, out_res1 = aiter.fused_rms_fp8_group_quant(
+        x, w, 1e-6, res1=res1, output_unquantized_inp1=True, transpose_scale=transpose, is_x_scale_strided=strided)
+    logical = as_.view(16, m).t() if transpose and not strided else as_
+    same_bits(aq, q), same_bits(logical, s), same_bits(out1, y), same_bits(out_res1, residual)
+    assert out2 is None and torch.equal(res1, res1_before)  # aiter leaves res1 as it was
+    gate_up = activations(m, 1024, torch.bfloat16, 16)
+    q, s = fp8scale.silu_clamp_quant(gate_up, 7.0, 128, transpose_scale=transpose)
+    cq, cs = aiter.fused_clamp_act_mul(gate_up, swiglu_limit=7.0, dtype_quant=torch.float8_e4m3fn,
+                                       transpose_scale=transpose)
+    same_bits(cq, q), same_bits(cs.view(4, m).t() if transpose else cs, s)

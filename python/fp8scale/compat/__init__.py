@@ -1,0 +1,91 @@
+"""Drop-in entry points with the signatures engines call today.
+
+Each module takes one engine's function signature, argument names, defaults
+and return convention (dtype, shape and strides of every returned tensor),
+so that replacing one import moves a call site onto fp8scale's kernels:
+
+=========================  ==================================================
+module                     replaces
+=========================  ==================================================
+``compat.vllm``            ``per_token_group_quant_fp8`` (vLLM
+                           ``model_executor/layers/quantization/utils/fp8_utils``)
+``compat.sglang``          ``sglang_per_token_group_quant_fp8`` (SGLang
+                           ``srt/layers/quantization/fp8_kernel``)
+``compat.sgl_kernel``      ``sgl_per_token_group_quant_8bit`` (sgl-kernel,
+                           the out-variant), and its alias
+                           ``sgl_per_token_group_quant_fp8``
+``compat.aiter``           ``fused_rms_fp8_group_quant`` and
+                           ``fused_clamp_act_mul`` (aiter ``ops/triton``)
+=========================  ==================================================
+
+The numbers are fp8scale's (docs/numerics.md): each function returns the
+bits of the matching ``fp8scale`` call. Arguments that select what fp8scale
+does not compute raise ``NotImplementedError`` naming the argument, and
+arguments that only choose one of the engine's kernels are accepted and
+ignored; docs/engines.md lists both.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _ops
+
+# The fp8 format an engine picks when none is given: e4m3fnuz on ROCm builds
+# of torch (MI300), e4m3fn elsewhere. The engines scale e4m3fnuz to 224, not
+# its 240 (vLLM get_fp8_min_max, SGLang fp8_kernel).
+PLATFORM_FP8 = torch.float8_e4m3fnuz if torch.version.hip else torch.float8_e4m3fn
+_FNUZ_ENGINE_MAX = 224.0
+
+
+def engine_fmax(fp8_dtype) -> float:
+    """The fmax the vLLM and SGLang functions quantize to (0: the format's max)."""
+    return _FNUZ_ENGINE_MAX if fp8_dtype == torch.float8_e4m3fnuz else 0.0
+
+
+def fp8_dtype_of(op: str, name: str, dtype):
+    if dtype not in _ops._FP8_DTYPES:
+        _ops.fail(op, name, f"= {dtype!r}: fp8scale writes torch.float8_e4m3fn or torch.float8_e4m3fnuz",
+                  TypeError)
+    return dtype
+
+
+def unsupported(op: str, name: str, what: str):
+    raise NotImplementedError(f"fp8scale.compat.{op}: argument '{name}' {what}")
+
+
+def groups(op: str, name: str, cols: int, group_size) -> int:
+    """The group count of `cols` columns; ValueError for an unsupported group
+    size or columns that are not a multiple of it."""
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size not in _ops._GROUP_SIZES:
+        _ops.fail(op, "group_size", f"= {group_size!r}: supported group sizes are 32, 64, 128")
+    if cols % group_size != 0:
+        _ops.fail(op, name, f"has {cols} columns in its last dimension, not a multiple of group_size = {group_size}")
+    if not _ops.AVAILABLE:
+        _ops.require_ops()  # before allocating: without the op library nothing can run
+    return cols // group_size
+
+
+def rows_of(op: str, name: str, t: torch.Tensor, cols: int) -> torch.Tensor:
+    """t as a 2-D (rows, cols) view: t itself when 2-D, else its leading
+    dimensions flattened (t has 2 or more), which needs a contiguous t, as
+    the engines' CUDA paths do."""
+    if t.dim() == 2:
+        return t
+    if not t.is_contiguous():
+        _ops.fail(op, name, f"with {t.dim()} dimensions must be contiguous, got strides {tuple(t.stride())}")
+    return t.view(-1, cols)
+
+
+def call_group_quant(x2, q2, s2, group_size, scale_ue8m0, fmax, eps):
+    if not scale_ue8m0 and fmax == 0.0 and eps == 1e-10:
+        _ops.GROUP_QUANT(x2, q2, s2, group_size)
+    else:
+        _ops.GROUP_QUANT(x2, q2, s2, group_size, bool(scale_ue8m0), fmax, eps, False)
+
+
+def call_silu_quant(x2, q2, s2, limit, group_size, scale_ue8m0, fmax, eps):
+    if not scale_ue8m0 and fmax == 0.0 and eps == 1e-10:
+        _ops.SILU_CLAMP_QUANT(x2, q2, s2, limit, group_size)
+    else:
+        _ops.SILU_CLAMP_QUANT(x2, q2, s2, limit, group_size, bool(scale_ue8m0), fmax, eps, False)

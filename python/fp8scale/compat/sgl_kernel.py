@@ -1,0 +1,79 @@
+"""sgl-kernel's ``sgl_per_token_group_quant_8bit``, on fp8scale's kernels.
+
+Replaces ``from sgl_kernel import sgl_per_token_group_quant_8bit`` (or its
+alias ``sgl_per_token_group_quant_fp8``) with ``from fp8scale.compat.sgl_kernel
+import ...``: the out-variant that writes the caller's tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .. import _ops
+from . import call_group_quant, call_silu_quant, groups, rows_of, unsupported
+
+__all__ = ["sgl_per_token_group_quant_8bit", "sgl_per_token_group_quant_fp8"]
+
+
+def sgl_per_token_group_quant_8bit(
+    input: torch.Tensor,
+    output_q: torch.Tensor,
+    output_s: torch.Tensor,
+    group_size: int,
+    eps: float,
+    fp8_min: float,
+    fp8_max: float,
+    scale_ue8m0: bool = False,
+    fuse_silu_and_mul: bool = False,
+    masked_m: Optional[torch.Tensor] = None,
+    enable_v2: Optional[bool] = None,
+) -> None:
+    """Per-token-group fp8 quantization into caller-allocated outputs.
+
+    Args:
+        input: (..., K), bf16 / fp16 / fp32 on a CUDA device, unit last
+            stride; more than 2 dimensions need contiguous tensors. With
+            fuse_silu_and_mul, K = 2 I: gate in [0, I), up in [I, 2 I).
+        output_q: fp8 (e4m3fn or e4m3fnuz), (..., K) or (..., I), contiguous
+            rows. int8 output: TypeError (fp8scale writes fp8 only).
+        output_s: float32 (M, G) scales, row-major (G, 1) or column-major
+            (1, ld) with ld >= M over a storage that holds its [G][ld] block
+            (padding rows written 0), or (..., G) contiguous.
+        group_size: 32, 64 or 128. eps: floor on a group's amax.
+        fp8_min, fp8_max: the quantization range; fp8_min must be -fp8_max,
+            and fp8_max in (0, the format's max].
+        scale_ue8m0: packed UE8M0 int32 scales: NotImplementedError.
+        fuse_silu_and_mul: quantize silu(gate) * up.
+        masked_m: the masked MoE layout: NotImplementedError.
+        enable_v2: selects one of sgl-kernel's kernels; ignored.
+    """
+    op = "sgl_per_token_group_quant_8bit"
+    if scale_ue8m0:
+        unsupported(op, "scale_ue8m0", "= True asks for packed UE8M0 int32 scales, which fp8scale does not "
+                    "write yet")
+    if masked_m is not None:
+        unsupported(op, "masked_m", "(the masked MoE layout) is not supported")
+    _ops.check_tensor(op, "input", input, _ops._INPUT_DTYPES)
+    _ops.check_tensor(op, "output_q", output_q, _ops._FP8_DTYPES)
+    _ops.check_tensor(op, "output_s", output_s, (torch.float32,))
+    if input.dim() < 2:
+        _ops.fail(op, "input", f"must have 2 or more dimensions, got shape {tuple(input.shape)}")
+    if fp8_min != -fp8_max:
+        _ops.fail(op, "fp8_min", f"= {fp8_min!r}: fp8scale quantizes to [-fp8_max, fp8_max], fp8_max = {fp8_max!r}")
+    k = input.shape[-1]
+    if fuse_silu_and_mul and k % 2 != 0:
+        _ops.fail(op, "input", f"has an odd number of columns {k} (gate | up)")
+    cols = k // 2 if fuse_silu_and_mul else k
+    g = groups(op, "input", cols, group_size)
+    x2, q2 = rows_of(op, "input", input, k), rows_of(op, "output_q", output_q, cols)
+    s2 = output_s if output_s.dim() == 2 else rows_of(op, "output_s", output_s, g)
+    fmax = float(fp8_max)
+    if fuse_silu_and_mul:
+        call_silu_quant(x2, q2, s2, 0.0, group_size, False, fmax, eps)
+    else:
+        call_group_quant(x2, q2, s2, group_size, False, fmax, eps)
+
+
+sgl_per_token_group_quant_fp8 = sgl_per_token_group_quant_8bit

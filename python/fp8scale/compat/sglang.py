@@ -1,0 +1,82 @@
+"""SGLang's ``sglang_per_token_group_quant_fp8``, on fp8scale's kernels.
+
+Replaces ``from sglang.srt.layers.quantization.fp8_kernel import
+sglang_per_token_group_quant_fp8`` with ``from fp8scale.compat.sglang import
+sglang_per_token_group_quant_fp8``; docs/engines.md shows the call sites.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+from .. import _layout, _ops
+from . import PLATFORM_FP8, call_group_quant, call_silu_quant, engine_fmax, groups, rows_of, unsupported
+
+__all__ = ["sglang_per_token_group_quant_fp8"]
+
+
+def sglang_per_token_group_quant_fp8(
+    x: torch.Tensor,
+    group_size: int,
+    eps: float = 1e-10,
+    column_major_scales: bool = False,
+    scale_tma_aligned: bool = False,
+    scale_ue8m0: bool = False,
+    fuse_silu_and_mul: bool = False,
+    masked_m: Optional[torch.Tensor] = None,
+    enable_v2: Optional[bool] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Per-token-group fp8 quantization with SGLang's signature and outputs.
+
+    Args:
+        x: (..., K), bf16 / fp16 / fp32 on a CUDA device, unit last stride;
+            more than 2 dimensions need a contiguous x (rows flattened).
+            With fuse_silu_and_mul, K = 2 I: gate in [0, I), up in [I, 2 I).
+        group_size: 32, 64 or 128.
+        eps: floor on a group's amax.
+        column_major_scales: scales (M, G) with strides (1, M); 2-D x only.
+        scale_tma_aligned: with column_major_scales, strides (1, align(M, 4)).
+        scale_ue8m0: SGLang's packed UE8M0 scales (int32 words, four
+            exponents each): NotImplementedError, not written yet.
+        fuse_silu_and_mul: quantize silu(gate) * up (q and scale of I
+            columns).
+        masked_m: the masked MoE layout: NotImplementedError.
+        enable_v2: selects one of sgl-kernel's kernels; ignored.
+
+    Returns:
+        (q, scale): q (..., K) (or (..., I)) in e4m3fn (e4m3fnuz scaled to
+        224 on ROCm builds of torch), scale float32 (..., G) row-major or
+        (M, G) column-major as selected.
+    """
+    op = "sglang_per_token_group_quant_fp8"
+    if scale_ue8m0:
+        unsupported(op, "scale_ue8m0", "= True asks for packed UE8M0 int32 scales, which fp8scale does not write "
+                    "yet; use fp8scale.group_quant(..., scale_ue8m0=True) for power-of-two float32 scales")
+    if masked_m is not None:
+        unsupported(op, "masked_m", "(the masked MoE layout) is not supported")
+    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES)
+    if x.dim() < 2:
+        _ops.fail(op, "x", f"must have 2 or more dimensions, got shape {tuple(x.shape)}")
+    k = x.shape[-1]
+    if fuse_silu_and_mul and k % 2 != 0:
+        _ops.fail(op, "x", f"has an odd number of columns {k} (gate | up)")
+    cols = k // 2 if fuse_silu_and_mul else k
+    g = groups(op, "x", cols, group_size)
+    q = torch.empty(*x.shape[:-1], cols, dtype=PLATFORM_FP8, device=x.device)
+    if column_major_scales:
+        if x.dim() != 2:
+            _ops.fail(op, "column_major_scales", f"needs a 2-D x, got shape {tuple(x.shape)}")
+        x2, q2 = x, q
+        scale = s2 = _layout.new_scale(x.shape[0], g, True, 4 if scale_tma_aligned else 1, x.device)
+    else:
+        x2, q2 = rows_of(op, "x", x, k), rows_of(op, "q", q, cols)
+        scale = torch.empty(*x.shape[:-1], g, dtype=torch.float32, device=x.device)
+        s2 = rows_of(op, "scale", scale, g)
+    fmax = engine_fmax(PLATFORM_FP8)
+    if fuse_silu_and_mul:
+        call_silu_quant(x2, q2, s2, 0.0, group_size, False, fmax, eps)
+    else:
+        call_group_quant(x2, q2, s2, group_size, False, fmax, eps)
+    return q, scale
