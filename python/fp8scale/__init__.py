@@ -52,6 +52,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 _EPS = 1e-10  # the ops' default eps (their schemas)
+_NORM_EPS = 1e-6  # rmsnorm_quant's default norm_eps (its schema)
 
 
 # The Python functions check what they need to allocate the outputs (types,
@@ -63,6 +64,17 @@ _EPS = 1e-10  # the ops' default eps (their schemas)
 
 def _check_x(op: str, x, dims) -> None:
     _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES, dims)
+
+
+def _check_like_x(op: str, x, tensors) -> None:
+    """The error for a tensor (None allowed after the first) that is not of x's dtype."""
+    for i, (name, t) in enumerate(tensors):
+        if t is None and i > 0:
+            continue
+        if not isinstance(t, torch.Tensor):
+            _ops.fail(op, name, f"must be a torch.Tensor, got {type(t).__name__}", TypeError)
+        if t.dtype != x.dtype:
+            _ops.fail(op, name, f"has dtype {t.dtype}, expected x's dtype {x.dtype}", TypeError)
 
 
 def _scale(op, x, m, cols, group_size, transpose_scale, ld_align, fp8_dtype):
@@ -82,8 +94,8 @@ def _scale(op, x, m, cols, group_size, transpose_scale, ld_align, fp8_dtype):
 
 # Sizes go to torch.empty as separate arguments (torch.empty(m, k, ...)): a
 # size tuple or torch.Size costs its argument parser about 1 us more per call.
-# The trailing options go to the op only where they differ from its schema's
-# defaults: each Python scalar handed to an op costs the dispatcher's parsing.
+# Trailing arguments go to the op only where they differ from its schema's
+# defaults: each argument handed to an op costs the dispatcher's parsing.
 
 
 def group_quant(
@@ -138,8 +150,10 @@ def group_quant(
         q = torch.empty(m, h, d, dtype=fp8_dtype, device=x.device)
     if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
         _ops.GROUP_QUANT(x, q, scale, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps, enable_pdl)
-    else:
+    elif group_size != 128:
         _ops.GROUP_QUANT(x, q, scale, group_size)
+    else:
+        _ops.GROUP_QUANT(x, q, scale)
     return q, scale
 
 
@@ -178,8 +192,10 @@ def silu_clamp_quant(
     if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
         _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps,
                               enable_pdl)
-    else:
+    elif group_size != 128:
         _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size)
+    else:
+        _ops.SILU_CLAMP_QUANT(x, q, scale, limit)
     return q, scale
 
 
@@ -215,11 +231,9 @@ def rmsnorm_quant(
     """
     op = "rmsnorm_quant"
     _check_x(op, x, (2,))
-    for name, t in (("weight", weight), ("residual", residual)):
-        if (t is not None or name == "weight") and (not isinstance(t, torch.Tensor) or t.dtype != x.dtype):
-            if not isinstance(t, torch.Tensor):
-                _ops.fail(op, name, f"must be a torch.Tensor, got {type(t).__name__}", TypeError)
-            _ops.fail(op, name, f"has dtype {t.dtype}, expected x's dtype {x.dtype}", TypeError)
+    if not isinstance(weight, torch.Tensor) or weight.dtype != x.dtype or (
+            residual is not None and (not isinstance(residual, torch.Tensor) or residual.dtype != x.dtype)):
+        _check_like_x(op, x, (("weight", weight), ("residual", residual)))
     m, k = x.shape
     scale = _scale(op, x, m, k, group_size, transpose_scale, ld_align, fp8_dtype)
     q = torch.empty(m, k, dtype=fp8_dtype, device=x.device)
@@ -227,8 +241,12 @@ def rmsnorm_quant(
     if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
         _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, norm_eps, group_size, scale_ue8m0,
                            0.0 if fmax is None else fmax, eps, enable_pdl)
-    else:
+    elif norm_out is not None or norm_eps != _NORM_EPS or group_size != 128:
         _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, norm_eps, group_size)
+    elif residual is not None:
+        _ops.RMSNORM_QUANT(x, weight, q, scale, residual)
+    else:
+        _ops.RMSNORM_QUANT(x, weight, q, scale)
     return (q, scale, norm_out) if return_norm_out else (q, scale)
 
 

@@ -33,6 +33,19 @@ def test_schemas():
         assert s.endswith("-> ()")  # out-variants: nothing returned, nothing aliased
 
 
+def test_functions_elide_only_the_schema_defaults():
+    """The functions leave out trailing op arguments equal to these constants:
+    they must be the schemas' defaults."""
+    defaults = {}
+    for name in ("group_quant", "silu_clamp_quant", "rmsnorm_quant"):
+        for a in getattr(torch.ops.fp8scale, name).default._schema.arguments:
+            if a.has_default_value():
+                defaults.setdefault(a.name, set()).add(a.default_value)
+    assert defaults["group_size"] == {128} and defaults["eps"] == {fp8scale._EPS}
+    assert defaults["norm_eps"] == {fp8scale._NORM_EPS} and defaults["residual"] == defaults["norm_out"] == {None}
+    assert defaults["scale_ue8m0"] == defaults["enable_pdl"] == {False} and defaults["fmax"] == {0.0}
+
+
 @pytest.mark.parametrize("m", [0, 1, 5, 130])
 def test_fakes_accept_both_layouts_on_meta(m):
     x, q = meta(m, 512), meta(m, 512, dtype=FN)
