@@ -171,17 +171,16 @@ FP8SCALE_HOST_DEVICE constexpr ScaleView<T, ColMajor> materialize(ScaleView<T, C
 /// ('dst' overlapping src).
 template <class T, class SrcLayout>
 Result<ScaleView<T, ColMajor>> materializeHost(ScaleView<T, SrcLayout> src, T* dst, index_t ld) {
-  static_assert(std::is_same<SrcLayout, RowMajor>::value || std::is_same<SrcLayout, ColMajor>::value,
+  static_assert(SrcLayout::kStridedScales,
                 "materializeHost takes RowMajor or ColMajor views; view P1 buffers with asColumnMajor()");
   ScaleView<T, ColMajor> out;
   bool copy = false;
   const Status s = detail::planMaterialize("materializeHost", src, dst, ld, out, copy);
   if (!s) return s;
   if (!copy) return out;
-  for (index_t g = 0; g < src.cols(); ++g) {
+  for (index_t g = 0; g < src.cols(); ++g)
     for (index_t m = 0; m < src.rows(); ++m) out(m, g) = src(m, g);
-    writeScalePadding(out, g, 0, 1);
-  }
+  zeroPadding(out);
   return out;
 }
 
@@ -214,19 +213,6 @@ FP8SCALE_HOST_DEVICE inline bool isUe8m0Scale(float s) {
   return (b & 0x7FFFFFu) == 0 && e >= 1 && e <= 254;
 }
 
-/// Writes 0 to every padding slot of an exponent view: the slots (m, g) with
-/// m in [M, paddedRows) or g in [G, paddedCols) (PackedUe8m0: rows up to ld,
-/// groups up to align(G, 4); Swizzled128x4: rows up to align(M, 128), groups
-/// up to align(G, 4)). Host code (the references and materializeHost).
-template <class Layout>
-void zeroExponentPadding(ScaleView<std::uint8_t, Layout> v) {
-  static_assert(detail::IsExponentLayout<Layout>::value, "exponent layouts only");
-  if (v.cols() == 0) return;
-  const index_t rows = v.layout().paddedRows(v.rows()), cols = v.layout().paddedCols(v.cols());
-  for (index_t m = 0; m < rows; ++m)
-    for (index_t g = (m < v.rows() ? v.cols() : 0); g < cols; ++g) v.data()[v.layout().offset(m, g)] = 0;
-}
-
 /// Host relayout of fp32 UE8M0 scales into an exponent layout, the transform
 /// engines run before an SM100 GEMM today (DeepGEMM
 /// get_mn_major_tma_aligned_packed_ue8m0_tensor; the 128 x 4 swizzle of
@@ -243,9 +229,9 @@ void zeroExponentPadding(ScaleView<std::uint8_t, Layout> v) {
 /// normal power of two, its value reported). Nothing is written on error.
 template <class SrcLayout, class DstLayout>
 Status materializeHost(ScaleView<const float, SrcLayout> src, ScaleView<std::uint8_t, DstLayout> dst) {
-  static_assert(std::is_same<SrcLayout, RowMajor>::value || std::is_same<SrcLayout, ColMajor>::value,
+  static_assert(SrcLayout::kStridedScales,
                 "materializeHost reads RowMajor or ColMajor fp32 scales");
-  static_assert(detail::IsExponentLayout<DstLayout>::value, "the destination is PackedUe8m0 or Swizzled128x4");
+  static_assert(DstLayout::kExponentBytes, "the destination is PackedUe8m0 or Swizzled128x4");
   constexpr const char* fn = "materializeHost";
   if (dst.rows() != src.rows() || dst.cols() != src.cols())
     return Status::error(StatusCode::kInvalidShape, fn, "dst", "extents differ from the source's (rows, cols)",
@@ -266,7 +252,7 @@ Status materializeHost(ScaleView<const float, SrcLayout> src, ScaleView<std::uin
                                   src(m, g));
   for (index_t m = 0; m < src.rows(); ++m)
     for (index_t g = 0; g < src.cols(); ++g) dst(m, g) = static_cast<std::uint8_t>(bitCast<std::uint32_t>(src(m, g)) >> 23);
-  zeroExponentPadding(dst);
+  zeroPadding(dst);
   return Status::ok();
 }
 template <class SrcLayout, class DstLayout>
@@ -341,7 +327,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(MaterializePolicy::kThreads)
 /// and kDeviceError when the launch fails.
 template <class T, class SrcLayout>
 Result<ScaleView<T, ColMajor>> materialize(ScaleView<T, SrcLayout> src, T* dst, index_t ld, Stream stream) {
-  static_assert(std::is_same<SrcLayout, RowMajor>::value || std::is_same<SrcLayout, ColMajor>::value,
+  static_assert(SrcLayout::kStridedScales,
                 "materialize takes RowMajor or ColMajor views; view P1 buffers with asColumnMajor()");
   ScaleView<T, ColMajor> out;
   bool copy = false;

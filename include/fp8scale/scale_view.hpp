@@ -36,7 +36,9 @@
 // float view of them, or a float view re-viewed as them, does not compile:
 // materializeHost() converts fp32 UE8M0 scales into them.
 //
-// There is no default layout: every view names one.
+// There is no default layout: every view names one. Each layout is a mapping
+// (layouts.hpp) that holds its address math, validation and padding slots;
+// the view asks it and never tests which layout it has.
 #pragma once
 
 #include <cstdint>
@@ -45,148 +47,14 @@
 
 #include "detail/span.hpp"
 #include "fp8.hpp"
+#include "layouts.hpp"
 #include "platform.hpp"
 #include "status.hpp"
 
 namespace fp8scale {
 
-/// (m, g) -> m * ld + g. Strides (ld, 1).
-struct RowMajor {
-  index_t ld = 0;
-  static constexpr bool kColumnMajor = false;
-  FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const { return m * ld + g; }
-  FP8SCALE_HOST_DEVICE constexpr index_t stride(int dim) const { return dim == 0 ? ld : 1; }
-  /// Elements addressed: (rows - 1) * ld + cols (mdspan's required_span_size).
-  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t rows, index_t cols) const {
-    return (rows == 0 || cols == 0) ? 0 : (rows - 1) * ld + cols;
-  }
-  /// The smallest legal ld for `cols` groups.
-  static constexpr index_t minLd(index_t /*rows*/, index_t cols) { return cols; }
-  /// Slots past the last row in each column: none (row-major rows are the
-  /// buffer's outer dimension).
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingRows(index_t /*rows*/) const { return 0; }
-};
-
-/// (m, g) -> g * ld + m. Strides (1, ld). The layout owns the padding slots
-/// [M, ld) of each column: they are addressed memory that every writer sets,
-/// so requiredSpan() is cols * ld whatever M is (M == 0 included).
-struct ColMajor {
-  index_t ld = 0;
-  static constexpr bool kColumnMajor = true;
-  FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const { return g * ld + m; }
-  FP8SCALE_HOST_DEVICE constexpr index_t stride(int dim) const { return dim == 0 ? 1 : ld; }
-  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t /*rows*/, index_t cols) const { return cols * ld; }
-  static constexpr index_t minLd(index_t rows, index_t /*cols*/) { return rows; }
-  /// Slots m in [rows, ld) of each column: addressed by offset(m, g) like the
-  /// scales, holding no scale. Every writer of a view sets them to 0.
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingRows(index_t rows) const { return ld - rows; }
-};
-
-/// Column-major bytes [G][M] under a contiguous (M, G) presentation ("P1").
-/// Reports the strides it is presented with, (G, 1), which are wrong for its
-/// bytes; has no offset(), so elements cannot be read through it.
-struct TransposedContiguous {
-  static constexpr bool kColumnMajor = false;
-};
-
-/// One scale broadcast over all (m, g). Strides (0, 0).
-struct PerTensor {
-  static constexpr bool kColumnMajor = false;
-  FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t, index_t) const { return 0; }
-  FP8SCALE_HOST_DEVICE constexpr index_t stride(int) const { return 0; }
-  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t, index_t) const { return 1; }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingRows(index_t) const { return 0; }
-};
-
-/// Rounds `m` up to a multiple of `alignment` (> 0): align(M, 4) of TMA-aligned
-/// scale buffers.
-FP8SCALE_HOST_DEVICE constexpr index_t alignUp(index_t m, index_t alignment) {
-  return (m + alignment - 1) / alignment * alignment;
-}
-
-/// DeepGEMM's packed UE8M0 scales (SM100 FP8 GEMMs with 1 x 128 or 1 x 32
-/// activation groups): the UE8M0 exponent bytes of groups 4w .. 4w + 3 of
-/// row m are the little-endian bytes 0..3 of int32 word w * ld + m, so the
-/// consumer's tensor is int32 (M, ceil(G / 4)) with strides (1, ld) and
-/// ld = align(M, 4) (DeepGEMM get_mn_major_tma_aligned_packed_ue8m0_tensor,
-/// vLLM per_token_group_quant_8bit_packed). A view addresses the bytes:
-/// offset(m, g) = ((g / 4) * ld + m) * 4 + g % 4.
-///
-/// Padding slots, which every writer sets to 0: the rows [M, ld) of every
-/// word column, and in rows [0, M) the bytes of groups [G, align(G, 4)).
-/// ld is a multiple of 4 (TMA strides are multiples of 16 bytes), >= M.
-struct PackedUe8m0 {
-  index_t ld = 0;  ///< int32 words from one word column to the next
-  static constexpr bool kColumnMajor = false;
-  /// Groups per int32 word.
-  static constexpr index_t kGroupsPerWord = 4;
-  FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const {
-    return ((g / kGroupsPerWord) * ld + m) * kGroupsPerWord + g % kGroupsPerWord;
-  }
-  /// Strides of the consumer's int32 (M, ceil(G / 4)) tensor, in words.
-  FP8SCALE_HOST_DEVICE constexpr index_t wordStride(int dim) const { return dim == 0 ? 1 : ld; }
-  /// Bytes addressed: ceil(G / 4) word columns of ld words, at any M.
-  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t /*rows*/, index_t cols) const {
-    return (cols + kGroupsPerWord - 1) / kGroupsPerWord * ld * kGroupsPerWord;
-  }
-  static constexpr index_t minLd(index_t rows, index_t /*cols*/) { return alignUp(rows, kGroupsPerWord); }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddedRows(index_t /*rows*/) const { return ld; }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddedCols(index_t cols) const { return alignUp(cols, kGroupsPerWord); }
-};
-
-/// The 128 x 4 tiled UE8M0 scale layout of Blackwell block-scaled MMA: cuBLASLt's
-/// VEC32_UE8M0 scale mode (MXFP8, groups of 32; cuBLAS "1D Block Scaling Factors
-/// Layout"), cuDNN's 128x4 layout, CUTLASS's block-scaled SM100 configs. The
-/// (M, G) exponents, padded to align(M, 128) rows and align(G, 4) groups, are
-/// cut into tiles of 128 rows x 4 groups, 512 bytes each, tiles row-major
-/// (tile (m / 128, g / 4) at (m / 128) * ceil(G / 4) + g / 4); inside a tile,
-/// row r = m % 128 and group c = g % 4 are at byte (r % 32) * 16 + (r / 32) * 4 + c.
-///
-/// Padding slots, which every writer sets to 0: rows [M, align(M, 128)) and
-/// groups [G, align(G, 4)).
-struct Swizzled128x4 {
-  index_t colTiles = 0;  ///< ceil(G / 4): tiles across a band of 128 rows
-  static constexpr bool kColumnMajor = false;
-  static constexpr index_t kTileRows = 128;
-  static constexpr index_t kTileCols = 4;
-  static constexpr index_t kTileBytes = kTileRows * kTileCols;
-  /// The layout of (rows, cols) exponents.
-  static constexpr Swizzled128x4 forCols(index_t cols) {
-    return Swizzled128x4{cols <= 0 ? 0 : cols / kTileCols + (cols % kTileCols != 0 ? 1 : 0)};
-  }
-  FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const {
-    const index_t tile = (m / kTileRows) * colTiles + g / kTileCols;
-    const index_t r = m % kTileRows;
-    return tile * kTileBytes + (r % 32) * 16 + (r / 32) * kTileCols + g % kTileCols;
-  }
-  /// Bytes addressed: whole tiles, ceil(M / 128) x ceil(G / 4) of them.
-  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t rows, index_t /*cols*/) const {
-    return (rows + kTileRows - 1) / kTileRows * colTiles * kTileBytes;
-  }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddedRows(index_t rows) const { return alignUp(rows, kTileRows); }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddedCols(index_t /*cols*/) const { return colTiles * kTileCols; }
-};
-
-namespace detail {
-/// align(rows, 4), the packed ld DeepGEMM allocates; extents past 2^48 are
-/// passed through for make() to refuse.
-constexpr index_t defaultPackedLd(index_t rows) {
-  return rows >= 0 && rows <= kMaxSpanBytes ? alignUp(rows, PackedUe8m0::kGroupsPerWord) : rows;
-}
-/// The byte layouts of UE8M0 exponents: views of them are std::uint8_t.
-template <class Layout>
-struct IsExponentLayout
-    : std::bool_constant<std::is_same<Layout, PackedUe8m0>::value || std::is_same<Layout, Swizzled128x4>::value> {};
-}  // namespace detail
-
 template <class T, class Layout>
 class ScaleView;
-
-namespace detail {
-template <class Layout>
-struct HasLd : std::bool_constant<std::is_same<Layout, RowMajor>::value ||
-                                  std::is_same<Layout, ColMajor>::value> {};
-}  // namespace detail
 
 /// A non-owning (rows, cols) = (M, G) view of a scale buffer in `Layout`.
 /// Trivially copyable; pass it to kernels by value. `T` is float for fp32 and
@@ -196,7 +64,7 @@ struct HasLd : std::bool_constant<std::is_same<Layout, RowMajor>::value ||
 /// helpers rowMajorView() / colMajorView() / transposedContiguousView().
 template <class T, class Layout>
 class ScaleView {
-  static_assert(!detail::IsExponentLayout<Layout>::value || std::is_same<std::remove_const_t<T>, std::uint8_t>::value,
+  static_assert(!Layout::kExponentBytes || std::is_same<std::remove_const_t<T>, std::uint8_t>::value,
                 "PackedUe8m0 and Swizzled128x4 hold UE8M0 exponent bytes: view them as std::uint8_t, not as "
                 "fp32 scales");
 
@@ -230,42 +98,32 @@ class ScaleView {
 
   /// Leading dimension: RowMajor / ColMajor: the layout's ld. P1: cols (its
   /// presented row stride). PerTensor: 0.
-  FP8SCALE_HOST_DEVICE constexpr index_t ld() const {
-    if constexpr (detail::HasLd<Layout>::value || std::is_same<Layout, PackedUe8m0>::value) return layout_.ld;
-    else if constexpr (std::is_same<Layout, TransposedContiguous>::value) return cols_;
-    else return 0;
-  }
+  FP8SCALE_HOST_DEVICE constexpr index_t ld() const { return layout_.leadingDim(rows_, cols_); }
 
   /// Stride of dimension 0 (m) or 1 (g), in elements. For P1 these are the
   /// presented strides (G, 1), not the ones its bytes have. The byte layouts
   /// have none (PackedUe8m0: see PackedUe8m0::wordStride).
-  template <class L = Layout, class = std::enable_if_t<!detail::IsExponentLayout<L>::value>>
+  template <class L = Layout, class = std::enable_if_t<!L::kExponentBytes>>
   FP8SCALE_HOST_DEVICE constexpr index_t stride(int dim) const {
-    if constexpr (std::is_same<Layout, TransposedContiguous>::value) return dim == 0 ? cols_ : 1;
-    else return layout_.stride(dim);
+    return layout_.presentedStride(dim, cols_);
   }
 
   /// Elements the buffer must hold: every slot the view addresses, the
   /// padding slots of a column-major view included (cols * ld, also at
   /// rows == 0). make() refuses views whose span exceeds 2^48 bytes.
-  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan() const {
-    if constexpr (std::is_same<Layout, TransposedContiguous>::value) return rows_ * cols_;
-    else return layout_.requiredSpan(rows_, cols_);
-  }
+  FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan() const { return layout_.requiredSpan(rows_, cols_); }
 
-  /// Whether the view has padding slots: column-major with ld > rows (for
-  /// instance ld = align(M, 4) with M % 4 != 0, or any ld > 0 at M == 0) and
-  /// at least one column. See writeScalePadding().
-  template <class L = Layout, class = std::enable_if_t<!std::is_same<L, TransposedContiguous>::value>>
+  /// Whether the view has padding slots (the layout's paddingCount() > 0):
+  /// column-major with ld > rows (ld = align(M, 4) with M % 4 != 0, or any
+  /// ld > 0 at M == 0) and a column; an exponent layout addressing bytes that
+  /// hold no exponent. See writeScalePadding() and zeroPadding().
+  template <class L = Layout, class = std::enable_if_t<L::kAddressable>>
   FP8SCALE_HOST_DEVICE constexpr bool hasPadding() const {
-    if constexpr (detail::IsExponentLayout<Layout>::value)
-      return layout_.requiredSpan(rows_, cols_) > rows_ * cols_;  // bytes addressed that hold no exponent
-    else
-      return cols_ > 0 && layout_.paddingRows(rows_) > 0;
+    return layout_.paddingCount(rows_, cols_) > 0;
   }
 
   /// Element (m, g). Not available on P1 (its strides do not describe its bytes).
-  template <class L = Layout, class = std::enable_if_t<!std::is_same<L, TransposedContiguous>::value>>
+  template <class L = Layout, class = std::enable_if_t<L::kAddressable>>
   FP8SCALE_HOST_DEVICE constexpr T& operator()(index_t m, index_t g) const {
     return data_[layout_.offset(m, g)];
   }
@@ -339,64 +197,35 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void writeScalePadding(const ScaleView
   }
 }
 
+/// Writes 0 to every padding slot of `v`: the layout's paddingOffset(rows,
+/// cols, i) for i < paddingCount(rows, cols). The host writers' one routine
+/// (the references, materializeHost); nothing for layouts without padding.
+/// The device producers write the same slots of a column-major view with
+/// writeScalePadding(), a column split between the threads of a tile.
+template <class T, class Layout>
+void zeroPadding(const ScaleView<T, Layout>& v) {
+  const index_t n = v.layout().paddingCount(v.rows(), v.cols());
+  for (index_t i = 0; i < n; ++i) v.data()[v.layout().paddingOffset(v.rows(), v.cols(), i)] = T(0);
+}
+
 template <class T, class Layout>
 Result<ScaleView<T, Layout>> ScaleView<T, Layout>::make(T* data, index_t rows, index_t cols, Layout layout) {
-  if (rows < 0) return Status::error(StatusCode::kInvalidShape, "ScaleView::make", "rows", "extent is negative", rows);
-  if (cols < 0) return Status::error(StatusCode::kInvalidShape, "ScaleView::make", "cols", "extent is negative", cols);
-  if constexpr (detail::HasLd<Layout>::value) {
-    const index_t minLd = Layout::minLd(rows, cols);
-    if (layout.ld < minLd)
-      return Status::error(StatusCode::kLdTooSmall, "ScaleView::make", "ld",
-                           Layout::kColumnMajor ? "column-major ld is smaller than rows"
-                                                : "row-major ld is smaller than cols",
-                           layout.ld, minLd);
-  }
-  if constexpr (detail::IsExponentLayout<Layout>::value) {
-    // One byte a slot: an extent past 2^48 cannot fit (and would overflow the
-    // padding arithmetic below).
-    if (rows > detail::kMaxSpanBytes || cols > detail::kMaxSpanBytes)
-      return Status::error(StatusCode::kInvalidShape, "ScaleView::make", rows > detail::kMaxSpanBytes ? "rows" : "cols",
-                           "extent spans more than 2^48 bytes", rows > detail::kMaxSpanBytes ? rows : cols,
-                           detail::kMaxSpanBytes);
-  }
-  if constexpr (std::is_same<Layout, PackedUe8m0>::value) {
-    const index_t minLd = Layout::minLd(rows, cols);
-    if (layout.ld < minLd)
-      return Status::error(StatusCode::kLdTooSmall, "ScaleView::make", "ld",
-                           "packed UE8M0 ld is smaller than align(rows, 4)", layout.ld, minLd);
-    if (layout.ld % Layout::kGroupsPerWord != 0)
-      return Status::error(StatusCode::kInvalidShape, "ScaleView::make", "ld",
-                           "packed UE8M0 ld must be a multiple of 4 words (16-byte TMA strides)", layout.ld);
-  }
-  if constexpr (std::is_same<Layout, Swizzled128x4>::value) {
-    if (layout.colTiles != Layout::forCols(cols).colTiles)
-      return Status::error(StatusCode::kInvalidShape, "ScaleView::make", "layout",
-                           "Swizzled128x4::colTiles must be ceil(cols / 4) (use Swizzled128x4::forCols)",
-                           layout.colTiles, Layout::forCols(cols).colTiles);
-  }
+  constexpr const char* fn = "ScaleView::make";
+  if (rows < 0) return Status::error(StatusCode::kInvalidShape, fn, "rows", "extent is negative", rows);
+  if (cols < 0) return Status::error(StatusCode::kInvalidShape, fn, "cols", "extent is negative", cols);
   index_t span = 0;  // elements addressed, computed without overflow
-  if constexpr (std::is_same<Layout, RowMajor>::value) span = detail::stridedSpan(rows, cols, layout.ld);
-  else if constexpr (std::is_same<Layout, ColMajor>::value) span = detail::spanMul(cols, layout.ld);
-  else if constexpr (std::is_same<Layout, PerTensor>::value) span = 1;
-  else if constexpr (std::is_same<Layout, PackedUe8m0>::value)
-    span = detail::spanMul(detail::spanMul((cols + 3) / 4, layout.ld), Layout::kGroupsPerWord);
-  else if constexpr (std::is_same<Layout, Swizzled128x4>::value)
-    span = detail::spanMul(detail::spanMul((rows + 127) / 128, layout.colTiles), Layout::kTileBytes);
-  else span = detail::spanMul(rows, cols);
-  constexpr const char* spanArgument =
-      detail::HasLd<Layout>::value || std::is_same<Layout, PackedUe8m0>::value ? "ld" : "cols";
-  if (Status s = detail::checkSpan("ScaleView::make", spanArgument, data, span, sizeof(T)); !s) return s;
+  if (Status s = layout.validate(fn, rows, cols, span); !s) return s;
+  if (Status s = detail::checkSpan(fn, Layout::kSpanArgument, data, span, sizeof(T)); !s) return s;
   // A column-major view of M == 0 with ld > 0 still has padding slots to write.
-  const bool addressesMemory = std::is_same<Layout, PerTensor>::value ? rows > 0 && cols > 0 : span > 0;
-  if (data == nullptr && addressesMemory)
-    return Status::error(StatusCode::kNullPointer, "ScaleView::make", "data",
+  if (data == nullptr && span > 0)
+    return Status::error(StatusCode::kNullPointer, fn, "data",
                          rows > 0 ? "null data for a non-empty view" : "null data for a view with padding slots");
-  if (Status s = detail::checkAligned("ScaleView::make", "data", data, static_cast<int>(alignof(T)),
+  if (Status s = detail::checkAligned(fn, "data", data, static_cast<int>(alignof(T)),
                                       "pointer is not aligned to the element type");
       !s)
     return s;
-  if constexpr (detail::IsExponentLayout<Layout>::value) {
-    if (Status s = detail::checkAligned("ScaleView::make", "data", data, 16,
+  if constexpr (Layout::kDataAlignment > 0) {
+    if (Status s = detail::checkAligned(fn, "data", data, Layout::kDataAlignment,
                                         "exponent layouts are read by TMA: 16-byte aligned pointer required");
         !s)
       return s;
@@ -511,7 +340,9 @@ struct Fp8Matrix {
   index_t rows = 0;
   index_t cols = 0;
   index_t ld = 0;
-  FP8SCALE_HOST_DEVICE constexpr std::uint8_t& operator()(index_t m, index_t k) const { return data[m * ld + k]; }
+  FP8SCALE_HOST_DEVICE constexpr std::uint8_t& operator()(index_t m, index_t k) const {
+    return data[RowMajor{ld}.offset(m, k)];
+  }
 };
 
 /// What a producer returns: fp8 data [M, K] and its scales (M, K / groupSize)

@@ -373,7 +373,7 @@ void fuzzExponentView(FuzzedDataProvider& in) {
       b = static_cast<std::uint8_t>(1 + (m * 31 + g) % 254);
       ++hits[static_cast<std::size_t>(&b - p)];
     }
-  zeroExponentPadding(v);
+  zeroPadding(v);
   for (std::size_t k = 0; k < hits.size(); ++k) {
     FUZZ_CHECK(hits[k] <= 1, "two (m, g) share a byte");
     if (hits[k] == 0) FUZZ_CHECK(p[k] == 0, "a byte of the span that is no scale was not zeroed as padding");

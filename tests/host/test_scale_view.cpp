@@ -268,5 +268,69 @@ TEST(QuantizedTensor, PerTensorScalePassesThroughUnchanged) {
   EXPECT_EQ(u.scale(3, 0), 3.0f);
 }
 
+// The mapping's padding slots, checked by counting: for each layout that owns
+// its whole span (column-major fp32, the two exponent layouts), every element
+// of [0, requiredSpan) is either the offset of exactly one (m, g) or exactly
+// one padding slot, never both. Extents: the tile and word edges M = 0, 1, 3,
+// 127, 128, 129 and G = 1, 3, 4, 5, 56.
+template <class Layout>
+void expectPaddingPartitionsTheSpan(Layout layout, index_t rows, index_t cols) {
+  SCOPED_TRACE(::testing::Message() << "rows " << rows << " cols " << cols);
+  const index_t span = layout.requiredSpan(rows, cols);
+  std::vector<int> scales(static_cast<size_t>(span), 0), padding(static_cast<size_t>(span), 0);
+  for (index_t m = 0; m < rows; ++m)
+    for (index_t g = 0; g < cols; ++g) {
+      const index_t o = layout.offset(m, g);
+      ASSERT_TRUE(o >= 0 && o < span) << "(" << m << ", " << g << ") at " << o;
+      ++scales[static_cast<size_t>(o)];
+    }
+  const index_t n = layout.paddingCount(rows, cols);
+  for (index_t i = 0; i < n; ++i) {
+    const index_t o = layout.paddingOffset(rows, cols, i);
+    ASSERT_TRUE(o >= 0 && o < span) << "padding slot " << i << " at " << o;
+    ++padding[static_cast<size_t>(o)];
+  }
+  for (index_t o = 0; o < span; ++o)
+    ASSERT_EQ(scales[static_cast<size_t>(o)] + padding[static_cast<size_t>(o)], 1) << "element " << o;
+}
+
+TEST(LayoutMapping, PaddingSlotsAreTheAddressedElementsThatHoldNoScale) {
+  for (index_t rows : {0, 1, 3, 127, 128, 129})
+    for (index_t cols : {1, 3, 4, 5, 56}) {
+      expectPaddingPartitionsTheSpan(ColMajor{rows}, rows, cols);
+      expectPaddingPartitionsTheSpan(ColMajor{alignUp(rows, 4)}, rows, cols);
+      expectPaddingPartitionsTheSpan(ColMajor{rows + 7}, rows, cols);
+      expectPaddingPartitionsTheSpan(PackedUe8m0{PackedUe8m0::minLd(rows, cols)}, rows, cols);
+      expectPaddingPartitionsTheSpan(PackedUe8m0{PackedUe8m0::minLd(rows, cols) + 8}, rows, cols);
+      expectPaddingPartitionsTheSpan(Swizzled128x4::forCols(cols), rows, cols);
+    }
+  // Hand-worked: ColMajor{4} of 3 rows and 2 groups pads elements 3 and 7;
+  // PackedUe8m0{4} of 1 row and 5 groups pads, in row 0, groups 5..7 (bytes
+  // 17, 18, 19 of word 4), then rows 1..3 of both word columns (bytes 4..15
+  // and 20..31).
+  EXPECT_EQ(ColMajor{4}.paddingCount(3, 2), 2);
+  EXPECT_EQ(ColMajor{4}.paddingOffset(3, 2, 0), 3);
+  EXPECT_EQ(ColMajor{4}.paddingOffset(3, 2, 1), 7);
+  EXPECT_EQ(PackedUe8m0{4}.paddingCount(1, 5), 32 - 5);
+  EXPECT_EQ(PackedUe8m0{4}.paddingOffset(1, 5, 0), 17);  // row 0, group 5 (byte 1 of word 4)
+  EXPECT_EQ(PackedUe8m0{4}.paddingOffset(1, 5, 3), 4);   // row 1, group 0
+  EXPECT_EQ(Swizzled128x4::forCols(1).paddingCount(1, 1), 512 - 1);
+  // Layouts without padding slots report none.
+  EXPECT_EQ(RowMajor{9}.paddingCount(5, 7), 0);
+  EXPECT_EQ(PerTensor{}.paddingCount(5, 7), 0);
+  EXPECT_EQ(TransposedContiguous{}.paddingCount(5, 7), 0);
+}
+
+TEST(LayoutMapping, ZeroPaddingWritesOnlyThePaddingSlots) {
+  std::vector<float> buf(3 * 8, -1.0f);
+  auto v = colMajorView(buf.data(), 5, 3, 8).value();
+  zeroPadding(v);
+  for (index_t g = 0; g < 3; ++g)
+    for (index_t m = 0; m < 8; ++m) EXPECT_EQ(buf[static_cast<size_t>(g * 8 + m)], m < 5 ? -1.0f : 0.0f);
+  std::vector<float> rows(2 * 9, -1.0f);
+  zeroPadding(rowMajorView(rows.data(), 2, 7, 9).value());  // the row gaps are not the view's
+  for (float f : rows) EXPECT_EQ(f, -1.0f);
+}
+
 }  // namespace
 }  // namespace fp8scale

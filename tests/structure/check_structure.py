@@ -22,7 +22,7 @@ and exit 2 when REPO_ROOT holds no include/fp8scale headers to check):
              tested only in platform.hpp, which turns them into the
              library's own FP8SCALE_* macros;
   address    scale address arithmetic with an ld (g * ld + m, m + g * ld,
-             m * ld + g) lives only in scale_view.hpp: everything else
+             m * ld + g) lives only in layouts.hpp: everything else
              indexes through a view or its layout;
   programs   apps/ include nothing from benchmarks/ (the timing helpers both
              use are in support/).
@@ -120,7 +120,7 @@ def main():
                     break
             if rel.name != "platform.hpp" and VENDOR.search(line):
                 problems.append(f"{where}: vendor: macro tested outside platform.hpp: {line.strip()}")
-            if rel.name != "scale_view.hpp" and ADDRESS.search(line):
+            if rel.name != "layouts.hpp" and ADDRESS.search(line):
                 problems.append(f"{where}: address: ld arithmetic outside the layout types: {line.strip()}")
     for path in sorted((ROOT / "apps").rglob("*")):
         if path.suffix not in {".cpp", ".cu", ".hpp", ".cuh", ".h"}:

@@ -207,7 +207,7 @@ class CublasLtBlockGemm {
   template <class OutT, class Format, class Layout>
   Status run(const QuantizedTensor<Format, Layout>& x, const BlockQuantizedWeight<Format>& w, OutT* y, index_t ldy,
              Stream stream) {
-    static_assert(std::is_same<Layout, ColMajor>::value,
+    static_assert(Layout::kColumnMajor,
                   "cuBLASLt's VEC128_32F operand reads token-contiguous scales: pass the ColMajor{align(M, 4)} view "
                   "of a TRANSPOSE_SCALE producer, or materialize() a row-major one (P1 views: viewTransposedScale())");
     static_assert(std::is_same<OutT, BFloat16>::value || std::is_same<OutT, float>::value,

@@ -188,7 +188,7 @@ Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuant(const AllreduceCom
                                                               ScaleView<float, Layout> scale, const QuantOptions& opt,
                                                               Stream stream,
                                                               AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto) {
-  static_assert(std::is_same<Layout, RowMajor>::value || std::is_same<Layout, ColMajor>::value,
+  static_assert(Layout::kStridedScales,
                 "producers write RowMajor or ColMajor scales");
   const char* fn = "allreduceRmsNormQuant";
   float fmax = 0.0f;
@@ -238,7 +238,7 @@ Result<QuantizedTensor<Format, Layout>> gatheredRmsNormQuant(const RmsNormQuantI
                                                              index_t rankStride, In* stage, Fp8Matrix<Format> q,
                                                              ScaleView<float, Layout> scale, const QuantOptions& opt,
                                                              Stream stream) {
-  static_assert(std::is_same<Layout, RowMajor>::value || std::is_same<Layout, ColMajor>::value,
+  static_assert(Layout::kStridedScales,
                 "producers write RowMajor or ColMajor scales");
   const char* fn = "gatheredRmsNormQuant";
   float fmax = 0.0f;

@@ -490,7 +490,7 @@ template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> groupQuant(const GroupQuantInput<In>& in, Fp8Matrix<Format> q,
                                                    ScaleView<float, Layout> scale, const QuantOptions& opt,
                                                    Stream stream) {
-  static_assert(std::is_same<Layout, RowMajor>::value || std::is_same<Layout, ColMajor>::value,
+  static_assert(Layout::kStridedScales,
                 "producers write RowMajor or ColMajor scales");
   constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
   float fmax = 0.0f;

@@ -50,7 +50,7 @@ Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleVi
       scale(m, g) = quantizeGroup<Format, Rule>(a.data(), groupSize, &q(m, g * groupSize), checkedFmax, eps);
     }
   }
-  zeroScalePadding(scale);
+  zeroPadding(scale);
   return Status::ok();
 }
 
@@ -86,7 +86,7 @@ Status rmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleV
       scale(m, g) = quantizeGroup<Format, Rule>(h.data() + g * groupSize, groupSize, &q(m, g * groupSize),
                                                 checkedFmax, eps);
   }
-  zeroScalePadding(scale);
+  zeroPadding(scale);
   return Status::ok();
 }
 

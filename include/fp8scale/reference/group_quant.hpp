@@ -44,13 +44,6 @@ inline QuantOptions referenceOptions(int groupSize, float fmax, float eps) {
   return opt;
 }
 
-/// Writes the padding slots [M, ld) of every column of a column-major view
-/// with 0 (writeScalePadding, as the producers do); nothing for other layouts.
-template <class Layout>
-void zeroScalePadding(ScaleView<float, Layout> scale) {
-  for (index_t g = 0; g < scale.cols(); ++g) writeScalePadding(scale, g, 0, 1);
-}
-
 /// Per-token-group quantization of x[M, K] (row stride ldx) into
 /// q[M, K] (row stride q.ld, bytes) and scale (M, K / groupSize) in any
 /// RowMajor / ColMajor layout. `InT` is float, BFloat16 or Float16.
@@ -79,7 +72,7 @@ Status groupQuant(const InT* x, index_t M, index_t K, index_t ldx, int groupSize
       scale(m, g) = quantizeGroup<Format, Rule>(v.data(), groupSize, &q(m, g * groupSize), fmax, eps);
     }
   }
-  zeroScalePadding(scale);
+  zeroPadding(scale);
   return Status::ok();
 }
 
