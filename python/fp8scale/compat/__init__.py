@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _ops
+from .. import _layout, _ops
 
 # The fp8 format an engine picks when none is given: e4m3fnuz on ROCm builds
 # of torch (MI300), e4m3fn elsewhere. The engines scale e4m3fnuz to 224, not
@@ -77,15 +77,51 @@ def rows_of(op: str, name: str, t: torch.Tensor, cols: int) -> torch.Tensor:
     return t.view(-1, cols)
 
 
-def call_group_quant(x2, q2, s2, group_size, scale_ue8m0, fmax, eps):
-    if not scale_ue8m0 and fmax == 0.0 and eps == 1e-10:
+def input_rows(op: str, name: str, x, fuse_silu_and_mul: bool):
+    """x checked as an engine's (..., K) input; returns (K, the columns
+    quantized: K, or K / 2 with the fused SiLU-and-mul)."""
+    _ops.check_tensor(op, name, x, _ops._INPUT_DTYPES)
+    if x.dim() < 2:
+        _ops.fail(op, name, f"must have 2 or more dimensions, got shape {tuple(x.shape)}")
+    k = x.shape[-1]
+    if fuse_silu_and_mul and k % 2 != 0:
+        _ops.fail(op, name, f"has an odd number of columns {k} (gate | up)")
+    return k, (k // 2 if fuse_silu_and_mul else k)
+
+
+def sglang_refusals(op: str, scale_ue8m0, masked_m) -> None:
+    """What SGLang's and sgl-kernel's quantization take that fp8scale does not compute."""
+    if scale_ue8m0:
+        unsupported(op, "scale_ue8m0", "= True asks for packed UE8M0 int32 scales, which fp8scale does not write "
+                    "yet; fp8scale.group_quant(..., scale_ue8m0=True) gives power-of-two float32 scales")
+    if masked_m is not None:
+        unsupported(op, "masked_m", "(the masked MoE layout) is not supported")
+
+
+def engine_scale(op: str, flag: str, x, q, k: int, cols: int, g: int, column_major: bool, tma_aligned: bool):
+    """The scale an engine allocates for x (..., K) -> q (..., cols), and the
+    2-D x, q and scale the op takes: row-major x.shape[:-1] + (G,), or with
+    `column_major` (2-D x only; `flag` names that argument) (M, G) with
+    strides (1, M), or (1, align(M, 4)) with `tma_aligned`."""
+    if column_major:
+        if x.dim() != 2:
+            _ops.fail(op, flag, f"needs a 2-D x, got shape {tuple(x.shape)}")
+        scale = _layout.new_scale(x.shape[0], g, True, 4 if tma_aligned else 1, x.device)
+        return x, q, scale, scale
+    scale = torch.empty(*x.shape[:-1], g, dtype=torch.float32, device=x.device)
+    return rows_of(op, "x", x, k), rows_of(op, "q", q, cols), scale, rows_of(op, "scale", scale, g)
+
+
+def call_quant(x2, q2, s2, group_size, scale_ue8m0, fmax, eps, silu_and_mul=False):
+    """The group quant op on 2-D tensors, or with `silu_and_mul` the SiLU
+    producer with no clamp; trailing arguments only where they are not the
+    schema's defaults."""
+    if silu_and_mul:
+        if not scale_ue8m0 and fmax == 0.0 and eps == 1e-10:
+            _ops.SILU_CLAMP_QUANT(x2, q2, s2, 0.0, group_size)
+        else:
+            _ops.SILU_CLAMP_QUANT(x2, q2, s2, 0.0, group_size, bool(scale_ue8m0), fmax, eps, False)
+    elif not scale_ue8m0 and fmax == 0.0 and eps == 1e-10:
         _ops.GROUP_QUANT(x2, q2, s2, group_size)
     else:
         _ops.GROUP_QUANT(x2, q2, s2, group_size, bool(scale_ue8m0), fmax, eps, False)
-
-
-def call_silu_quant(x2, q2, s2, limit, group_size, scale_ue8m0, fmax, eps):
-    if not scale_ue8m0 and fmax == 0.0 and eps == 1e-10:
-        _ops.SILU_CLAMP_QUANT(x2, q2, s2, limit, group_size)
-    else:
-        _ops.SILU_CLAMP_QUANT(x2, q2, s2, limit, group_size, bool(scale_ue8m0), fmax, eps, False)

@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 
 from .. import _ops
-from . import call_group_quant, call_silu_quant, groups, rows_of, unsupported
+from . import call_quant, groups, input_rows, rows_of, sglang_refusals
 
 __all__ = ["sgl_per_token_group_quant_8bit", "sgl_per_token_group_quant_fp8"]
 
@@ -50,30 +50,17 @@ def sgl_per_token_group_quant_8bit(
         enable_v2: selects one of sgl-kernel's kernels; ignored.
     """
     op = "sgl_per_token_group_quant_8bit"
-    if scale_ue8m0:
-        unsupported(op, "scale_ue8m0", "= True asks for packed UE8M0 int32 scales, which fp8scale does not "
-                    "write yet")
-    if masked_m is not None:
-        unsupported(op, "masked_m", "(the masked MoE layout) is not supported")
-    _ops.check_tensor(op, "input", input, _ops._INPUT_DTYPES)
+    sglang_refusals(op, scale_ue8m0, masked_m)
+    k, cols = input_rows(op, "input", input, fuse_silu_and_mul)
     _ops.check_tensor(op, "output_q", output_q, _ops._FP8_DTYPES)
     _ops.check_tensor(op, "output_s", output_s, (torch.float32,))
-    if input.dim() < 2:
-        _ops.fail(op, "input", f"must have 2 or more dimensions, got shape {tuple(input.shape)}")
     if fp8_min != -fp8_max:
         _ops.fail(op, "fp8_min", f"= {fp8_min!r}: fp8scale quantizes to [-fp8_max, fp8_max], fp8_max = {fp8_max!r}")
-    k = input.shape[-1]
-    if fuse_silu_and_mul and k % 2 != 0:
-        _ops.fail(op, "input", f"has an odd number of columns {k} (gate | up)")
-    cols = k // 2 if fuse_silu_and_mul else k
     g = groups(op, "input", cols, group_size)
     x2, q2 = rows_of(op, "input", input, k), rows_of(op, "output_q", output_q, cols)
     s2 = output_s if output_s.dim() == 2 else rows_of(op, "output_s", output_s, g)
     fmax = float(fp8_max)
-    if fuse_silu_and_mul:
-        call_silu_quant(x2, q2, s2, 0.0, group_size, False, fmax, eps)
-    else:
-        call_group_quant(x2, q2, s2, group_size, False, fmax, eps)
+    call_quant(x2, q2, s2, group_size, False, fmax, eps, fuse_silu_and_mul)
 
 
 sgl_per_token_group_quant_fp8 = sgl_per_token_group_quant_8bit

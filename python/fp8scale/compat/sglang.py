@@ -11,8 +11,8 @@ from typing import Optional, Tuple
 
 import torch
 
-from .. import _layout, _ops
-from . import PLATFORM_FP8, call_group_quant, call_silu_quant, engine_fmax, groups, rows_of, unsupported
+from . import (PLATFORM_FP8, call_quant, engine_fmax, engine_scale, groups, input_rows,
+               sglang_refusals)
 
 __all__ = ["sglang_per_token_group_quant_fp8"]
 
@@ -51,32 +51,12 @@ def sglang_per_token_group_quant_fp8(
         (M, G) column-major as selected.
     """
     op = "sglang_per_token_group_quant_fp8"
-    if scale_ue8m0:
-        unsupported(op, "scale_ue8m0", "= True asks for packed UE8M0 int32 scales, which fp8scale does not write "
-                    "yet; use fp8scale.group_quant(..., scale_ue8m0=True) for power-of-two float32 scales")
-    if masked_m is not None:
-        unsupported(op, "masked_m", "(the masked MoE layout) is not supported")
-    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES)
-    if x.dim() < 2:
-        _ops.fail(op, "x", f"must have 2 or more dimensions, got shape {tuple(x.shape)}")
-    k = x.shape[-1]
-    if fuse_silu_and_mul and k % 2 != 0:
-        _ops.fail(op, "x", f"has an odd number of columns {k} (gate | up)")
-    cols = k // 2 if fuse_silu_and_mul else k
+    sglang_refusals(op, scale_ue8m0, masked_m)
+    k, cols = input_rows(op, "x", x, fuse_silu_and_mul)
     g = groups(op, "x", cols, group_size)
     q = torch.empty(*x.shape[:-1], cols, dtype=PLATFORM_FP8, device=x.device)
-    if column_major_scales:
-        if x.dim() != 2:
-            _ops.fail(op, "column_major_scales", f"needs a 2-D x, got shape {tuple(x.shape)}")
-        x2, q2 = x, q
-        scale = s2 = _layout.new_scale(x.shape[0], g, True, 4 if scale_tma_aligned else 1, x.device)
-    else:
-        x2, q2 = rows_of(op, "x", x, k), rows_of(op, "q", q, cols)
-        scale = torch.empty(*x.shape[:-1], g, dtype=torch.float32, device=x.device)
-        s2 = rows_of(op, "scale", scale, g)
+    x2, q2, scale, s2 = engine_scale(op, "column_major_scales", x, q, k, cols, g, column_major_scales,
+                                     scale_tma_aligned)
     fmax = engine_fmax(PLATFORM_FP8)
-    if fuse_silu_and_mul:
-        call_silu_quant(x2, q2, s2, 0.0, group_size, False, fmax, eps)
-    else:
-        call_group_quant(x2, q2, s2, group_size, False, fmax, eps)
+    call_quant(x2, q2, s2, group_size, False, fmax, eps, fuse_silu_and_mul)
     return q, scale

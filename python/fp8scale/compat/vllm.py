@@ -11,8 +11,8 @@ from typing import Optional, Tuple
 
 import torch
 
-from .. import _layout, _ops
-from . import PLATFORM_FP8, call_group_quant, engine_fmax, fp8_dtype_of, groups, rows_of
+from .. import _ops
+from . import PLATFORM_FP8, call_quant, engine_fmax, engine_scale, fp8_dtype_of, groups, input_rows
 
 __all__ = ["per_token_group_quant_fp8"]
 
@@ -58,10 +58,7 @@ def per_token_group_quant_fp8(
         launcher (alignment).
     """
     op = "per_token_group_quant_fp8"
-    _ops.check_tensor(op, "x", x, _ops._INPUT_DTYPES)
-    if x.dim() < 2:
-        _ops.fail(op, "x", f"must have 2 or more dimensions, got shape {tuple(x.shape)}")
-    k = x.shape[-1]
+    k, _ = input_rows(op, "x", x, False)
     g = groups(op, "x", k, group_size)
     if out_q is None:
         q = torch.empty(*x.shape, dtype=PLATFORM_FP8 if dtype is None else fp8_dtype_of(op, "dtype", dtype),
@@ -71,14 +68,7 @@ def per_token_group_quant_fp8(
         if out_q.shape != x.shape:
             _ops.fail(op, "out_q", f"has shape {tuple(out_q.shape)}, expected x's {tuple(x.shape)}")
         q = out_q
-    if column_major_scales:
-        if x.dim() != 2:
-            _ops.fail(op, "column_major_scales", f"needs a 2-D x, got shape {tuple(x.shape)}")
-        x2, q2 = x, q
-        scale = s2 = _layout.new_scale(x.shape[0], g, True, 4 if tma_aligned_scales else 1, x.device)
-    else:
-        x2, q2 = rows_of(op, "x", x, k), rows_of(op, "out_q", q, k)
-        scale = torch.empty(*x.shape[:-1], g, dtype=torch.float32, device=x.device)
-        s2 = rows_of(op, "scale", scale, g)
-    call_group_quant(x2, q2, s2, group_size, bool(use_ue8m0), engine_fmax(q.dtype), eps)
+    x2, q2, scale, s2 = engine_scale(op, "column_major_scales", x, q, k, k, g, column_major_scales,
+                                     tma_aligned_scales)
+    call_quant(x2, q2, s2, group_size, use_ue8m0, engine_fmax(q.dtype), eps)
     return q, scale
