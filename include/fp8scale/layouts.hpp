@@ -72,6 +72,14 @@ struct PaddedRect {
   }
 };
 
+/// The element of padding slot i of an exponent layout (its padded() rectangle).
+template <class Layout>
+FP8SCALE_HOST_DEVICE constexpr index_t paddedRectOffset(const Layout& layout, index_t rows, index_t cols, index_t i) {
+  index_t m = 0, g = 0;
+  layout.padded(rows, cols).slot(i, m, g);
+  return layout.offset(m, g);
+}
+
 /// kInvalidShape for an extent past 2^48: one byte a slot cannot fit (and the
 /// padding arithmetic would overflow).
 inline Status checkByteExtents(const char* fn, index_t rows, index_t cols) {
@@ -229,9 +237,7 @@ struct PackedUe8m0 {
     return padded(rows, cols).count();
   }
   FP8SCALE_HOST_DEVICE constexpr index_t paddingOffset(index_t rows, index_t cols, index_t i) const {
-    index_t m = 0, g = 0;
-    padded(rows, cols).slot(i, m, g);
-    return offset(m, g);
+    return detail::paddedRectOffset(*this, rows, cols, i);
   }
 };
 
@@ -284,9 +290,7 @@ struct Swizzled128x4 {
     return padded(rows, cols).count();
   }
   FP8SCALE_HOST_DEVICE constexpr index_t paddingOffset(index_t rows, index_t cols, index_t i) const {
-    index_t m = 0, g = 0;
-    padded(rows, cols).slot(i, m, g);
-    return offset(m, g);
+    return detail::paddedRectOffset(*this, rows, cols, i);
   }
 };
 
