@@ -134,7 +134,7 @@ TEST_F(GroupQuantDeviceShapes, LoopingKernelOnOneBlockAlongTheRowsWritesEveryPad
         EXPECT_TRUE(grid.status.isOk());
         EXPECT_EQ(grid.gridX, 1);
         EXPECT_EQ(grid.tileRows, 8);
-        detail::groupQuantKernel<BFloat16, E4M3FN, ScaleFp32, kGroup, true, Policy::kElems, /*kLoop*/ true,
+        detail::groupQuantKernel<BFloat16, E4M3FN, ScaleFp32, kGroup, ColMajor, Policy::kElems, /*kLoop*/ true,
                                  /*kPadding*/ true>
             <<<dim3(1, static_cast<unsigned>(grid.gridY)), Policy::kThreads>>>(
                 in, q, scale, E4M3FN::kMax, opt.eps, grid.tileRows, grid.tileGroups, false);

@@ -91,9 +91,9 @@ void launchSiluSlices(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleVi
       detail::groupTileGrid("test", T, in.rows, in.intermediate / kGroup, kGroup, kThreads, kElems, 0,
                             scale.hasPadding() ? 1 : 0, GroupTilePolicy<In>::kSectorScales);
   ASSERT_TRUE(grid.status.isOk());
-  auto kernel = detail::siluClampQuantKernel<In, Format, Rule, kGroup, T, kElems, /*kPadding*/ false>;
+  auto kernel = detail::siluClampQuantKernel<In, Format, Rule, kGroup, Layout, kElems, /*kPadding*/ false>;
   if constexpr (T) {
-    if (scale.hasPadding()) kernel = detail::siluClampQuantKernel<In, Format, Rule, kGroup, T, kElems, true>;
+    if (scale.hasPadding()) kernel = detail::siluClampQuantKernel<In, Format, Rule, kGroup, Layout, kElems, true>;
   }
   kernel<<<dim3(static_cast<unsigned>(grid.gridX), static_cast<unsigned>(grid.gridY)), kThreads>>>(
       in, q, scale, Format::kMax, kDefaultAmaxEps, grid.tileRows, grid.tileGroups, false);
@@ -102,12 +102,12 @@ void launchSiluSlices(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleVi
 
 // The launcher's small-grid slices: 4 values a thread for SiLU-clamp, one
 // 16-byte vector for group quant (GroupTilePolicy).
-static_assert(detail::SiluClampQuantKernelFor<BFloat16, E4M3FN, true>::Of<ScaleFp32, 128>::kSmallGridElems ==
+static_assert(detail::SiluClampQuantKernelFor<BFloat16, E4M3FN, ColMajor>::Of<ScaleFp32, 128>::kSmallGridElems ==
                   4,
               "SiLU-clamp's small grids take half a vector of bf16");
-static_assert(detail::SiluClampQuantKernelFor<float, E4M3FN, false>::Of<ScaleFp32, 32>::kSmallGridElems == 4,
+static_assert(detail::SiluClampQuantKernelFor<float, E4M3FN, RowMajor>::Of<ScaleFp32, 32>::kSmallGridElems == 4,
               "and one vector of fp32");
-static_assert(detail::GroupQuantKernelFor<BFloat16, E4M3FN, true>::Of<ScaleFp32, 128>::kSmallGridElems == 8,
+static_assert(detail::GroupQuantKernelFor<BFloat16, E4M3FN, ColMajor>::Of<ScaleFp32, 128>::kSmallGridElems == 8,
               "group quant's small grids take one vector");
 
 // The slice width changes which lanes hold a group and how the amax is

@@ -58,11 +58,11 @@ constexpr bool allreduceStagesRows(index_t cols) {
 
 /// The fused kernel (rows that fit RmsNormPolicy's wide block shape: one
 /// vector per thread). Each block takes rows blockIdx.x, + blocks, ...
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads,
+template <class In, class Format, class Rule, int kGroup, class Layout, int kThreads,
           AllreduceKernelAlgo kAlgo>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     allreduceRmsNormQuantKernel(AllreduceSources<In> src, BarrierArgs bar, RmsNormQuantInput<In> in,
-                                Fp8Matrix<Format> q, ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale,
+                                Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                                 float fmax, float eps, bool scalesEvictLast) {
   constexpr bool kBarriers = kAlgo != AllreduceKernelAlgo::kGathered;
   __shared__ int failed;
@@ -111,12 +111,11 @@ Status launchAllreduceRmsNormQuantFused(const char* fn, const AllreduceCommunica
                                         const AllreduceSources<In>& src, int world, const RmsNormQuantInput<In>& in,
                                         Fp8Matrix<Format> q, ScaleView<float, Layout> scale, const QuantOptions& opt,
                                         float fmax, Stream stream) {
-  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
   constexpr int kThreads = RmsNormPolicy<In>::kWideThreads;
   static_assert(RmsNormPolicy<In>::kWideVecs == 1, "the fused kernel holds one vector a thread");
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     const auto kernel =
-        allreduceRmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE, kThreads, kAlgo>;
+        allreduceRmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, Layout, kThreads, kAlgo>;
     int grid = 0;
     BarrierArgs bar{};
     if constexpr (kAlgo == AllreduceKernelAlgo::kGathered) {

@@ -18,7 +18,8 @@
 
 namespace fp8scale {
 
-/// The scale layout a TRANSPOSE_SCALE flag selects.
+/// The scale layout a TRANSPOSE_SCALE flag selects: the design's spelling of
+/// the choice. Launchers and kernels take the layout type itself.
 template <bool TRANSPOSE_SCALE>
 using ScaleLayoutFor = std::conditional_t<TRANSPOSE_SCALE, ColMajor, RowMajor>;
 

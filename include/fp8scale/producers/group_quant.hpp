@@ -265,12 +265,12 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
 }
 
 /// groupTile over x with kElems values a thread (GroupTilePolicy: kElems,
-/// or kSmallGridElems for small grids). The mapping type of the scales is
-/// derived from TRANSPOSE_SCALE here, once.
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems, bool kLoop, bool kPadding>
+/// or kSmallGridElems for small grids), writing the scales through the
+/// `Layout` mapping (ScaleLayoutFor<TRANSPOSE_SCALE> in the design's terms).
+template <class In, class Format, class Rule, int kGroup, class Layout, int kElems, bool kLoop, bool kPadding>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     groupQuantKernel(GroupQuantInput<In> in, Fp8Matrix<Format> q,
-                     ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps, int tileRows,
+                     ScaleView<float, Layout> scale, float fmax, float eps, int tileRows,
                      int tileGroups, bool scalesEvictLast) {
   groupTile<Format, Rule, kGroup, kElems, kLoop, kPadding>(PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale,
                                                            fmax, eps, tileRows, tileGroups, scalesEvictLast);
@@ -279,7 +279,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
 /// Group quant's kernels for a rule and group size, as launchGroupTile names
 /// them: kernel<kElems, kLoop, kPadding>(); group quant loops on capped grids
 /// (kLoops).
-template <class In, class Format, bool TRANSPOSE_SCALE>
+template <class In, class Format, class Layout>
 struct GroupQuantKernelFor {
   template <class Rule, int kGroup>
   struct Of {
@@ -287,7 +287,7 @@ struct GroupQuantKernelFor {
     static constexpr bool kLoops = true;
     template <int kElems, bool kLoop, bool kPadding>
     static auto kernel() {
-      return &groupQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kElems, kLoop, kPadding>;
+      return &groupQuantKernel<In, Format, Rule, kGroup, Layout, kElems, kLoop, kPadding>;
     }
   };
 };
@@ -492,10 +492,9 @@ Result<QuantizedTensor<Format, Layout>> groupQuant(const GroupQuantInput<In>& in
                                                    Stream stream) {
   static_assert(Layout::kStridedScales,
                 "producers write RowMajor or ColMajor scales");
-  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
   float fmax = 0.0f;
   if (Status s = detail::checkGroupQuant("groupQuant", in, q, scale, opt, fmax); !s) return s;
-  return detail::runGroupTileProducer<In, detail::GroupQuantKernelFor<In, Format, TRANSPOSE_SCALE>::template Of>(
+  return detail::runGroupTileProducer<In, detail::GroupQuantKernelFor<In, Format, Layout>::template Of>(
       "groupQuant", in, in.rows, in.cols() / opt.groupSize, q, scale, opt, fmax,
       GroupTilePolicy<In>::kGroupQuantWaves, stream);
 }

@@ -290,13 +290,13 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void writePaddingRow(const ScaleView<float,
 /// kernel carries none of that code (the small-M kernel: see groupTile's
 /// kPadding). kMaxVecs = 1 takes blocks of fewer than kThreads threads too
 /// (whole warps holding the row: rowSum).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
+template <class In, class Format, class Rule, int kGroup, class Layout, int kThreads, int kMaxVecs,
           bool kPadding>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
-                       ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
+                       ScaleView<float, Layout> scale, float fmax, float eps,
                        bool scalesEvictLast) {
-  static_assert(TRANSPOSE_SCALE || !kPadding, "row-major views have no padding slots");
+  static_assert(Layout::kColumnMajor || !kPadding, "row-major views have no padding slots");
   const index_t m = blockIdx.x;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
@@ -318,11 +318,11 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
 /// alternatives: docs/performance.md, "Tuning choices". Same bits as
 /// rmsNormQuantKernel and rmsNormQuantRowsKernel (rmsNormGather, rowSum,
 /// rmsNormApply).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
+template <class In, class Format, class Rule, int kGroup, class Layout, int kThreads, int kMaxVecs,
           int kMinBlocks>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     rmsNormQuantStagedKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
-                             ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
+                             ScaleView<float, Layout> scale, float fmax, float eps,
                              bool scalesEvictLast) {
   constexpr int kVE = kVecElems<In>;
   __shared__ float staged[kMaxVecs][kVE][kThreads];  // h of vector i * kThreads + t: [i][j][t]
@@ -388,7 +388,7 @@ Status launchRmsNormQuantBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Forma
                                 const QuantOptions& opt, float fmax, Stream stream, index_t threads = kThreads) {
   return launchRowBlocks(in, q, scale, opt, fmax, stream, threads, [](auto rule, auto group, auto padding) {
     return rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value,
-                              /*TRANSPOSE_SCALE*/ Layout::kColumnMajor, kThreads, kMaxVecs, decltype(padding)::value>;
+                              Layout, kThreads, kMaxVecs, decltype(padding)::value>;
   });
 }
 
@@ -401,7 +401,7 @@ Status launchRmsNormQuantStaged(const RmsNormQuantInput<In>& in, Fp8Matrix<Forma
   // measurable cost there).
   return launchRowBlocks(in, q, scale, opt, fmax, stream, kThreads, [](auto rule, auto group, auto /*padding*/) {
     return rmsNormQuantStagedKernel<In, Format, decltype(rule), decltype(group)::value,
-                                    /*TRANSPOSE_SCALE*/ Layout::kColumnMajor, kThreads, kMaxVecs, kMinBlocks>;
+                                    Layout, kThreads, kMaxVecs, kMinBlocks>;
   });
 }
 
@@ -415,11 +415,11 @@ Status launchRmsNormQuantStaged(const RmsNormQuantInput<In>& in, Fp8Matrix<Forma
 /// L1) on every row's path after the reduction. Its row loop keeps more
 /// registers live than rmsNormQuantKernel (RmsNormPolicy picks the shape).
 /// The block whose next row is M writes the padding slots (writePaddingRow).
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kThreads, int kMaxVecs,
+template <class In, class Format, class Rule, int kGroup, class Layout, int kThreads, int kMaxVecs,
           int kMinBlocks>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     rmsNormQuantRowsKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
-                           ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
+                           ScaleView<float, Layout> scale, float fmax, float eps,
                            bool scalesEvictLast) {
   constexpr int kVE = kVecElems<In>;
   __shared__ Bytes16 weight[kMaxVecs][kThreads];  // [i][t]: weight of vector i * kThreads + t
@@ -463,9 +463,8 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
 template <class Format, int kThreads, int kMaxVecs, int kMinBlocks, class In, class Layout>
 Status launchRmsNormQuantRows(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                               const QuantOptions& opt, float fmax, Stream stream, int residentWaves) {
-  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
-    const auto kernel = rmsNormQuantRowsKernel<In, Format, decltype(rule), decltype(group)::value, TRANSPOSE_SCALE,
+    const auto kernel = rmsNormQuantRowsKernel<In, Format, decltype(rule), decltype(group)::value, Layout,
                                                kThreads, kMaxVecs, kMinBlocks>;
     int resident = 0;
     const DeviceError queried = residentBlocks(&resident, kernel, kThreads);

@@ -51,10 +51,10 @@ struct SiluClampLoad {
 /// groupTile over silu(gate) * up with kElems values a thread
 /// (GroupTilePolicy: kElems, or kSiluSmallGridElems for small grids), a block
 /// per row tile.
-template <class In, class Format, class Rule, int kGroup, bool TRANSPOSE_SCALE, int kElems, bool kPadding>
+template <class In, class Format, class Rule, int kGroup, class Layout, int kElems, bool kPadding>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
-                         ScaleView<float, ScaleLayoutFor<TRANSPOSE_SCALE>> scale, float fmax, float eps,
+                         ScaleView<float, Layout> scale, float fmax, float eps,
                          int tileRows, int tileGroups, bool scalesEvictLast) {
   groupTile<Format, Rule, kGroup, kElems, /*kLoop*/ false, kPadding>(SiluClampLoad<In>{in}, in.rows,
                                                                      in.intermediate / kGroup, q, scale, fmax, eps,
@@ -65,7 +65,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
 /// them (GroupQuantKernelFor). SiLU-clamp always runs a block per row tile
 /// (kLoops false: the looping kernel measured slower, GroupTilePolicy); its
 /// small grids take GroupTilePolicy::kSiluSmallGridElems values a thread.
-template <class In, class Format, bool TRANSPOSE_SCALE>
+template <class In, class Format, class Layout>
 struct SiluClampQuantKernelFor {
   template <class Rule, int kGroup>
   struct Of {
@@ -74,7 +74,7 @@ struct SiluClampQuantKernelFor {
     template <int kElems, bool kLoop, bool kPadding>
     static auto kernel() {
       static_assert(!kLoop, "SiLU-clamp has no looping kernel");
-      return &siluClampQuantKernel<In, Format, Rule, kGroup, TRANSPOSE_SCALE, kElems, kPadding>;
+      return &siluClampQuantKernel<In, Format, Rule, kGroup, Layout, kElems, kPadding>;
     }
   };
 };
@@ -94,10 +94,9 @@ Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>&
                                                        Stream stream) {
   static_assert(Layout::kStridedScales,
                 "producers write RowMajor or ColMajor scales");
-  constexpr bool TRANSPOSE_SCALE = Layout::kColumnMajor;
   float fmax = 0.0f;
   if (Status s = detail::checkSiluClampQuant("siluClampQuant", in, q, scale, opt, fmax); !s) return s;
-  return detail::runGroupTileProducer<In, detail::SiluClampQuantKernelFor<In, Format, TRANSPOSE_SCALE>::template Of>(
+  return detail::runGroupTileProducer<In, detail::SiluClampQuantKernelFor<In, Format, Layout>::template Of>(
       "siluClampQuant", in, in.rows, in.intermediate / opt.groupSize, q, scale, opt, fmax,
       /*loopWaves: no cap, a block per row tile*/ 0, stream);
 }
