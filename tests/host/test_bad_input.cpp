@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <limits>
 #include <vector>
 
 #include "fp8scale/layout_policy.hpp"
@@ -203,6 +204,23 @@ TEST(BadInput, HugeHeadStridesAreCheckedWithoutOverflow) {
   expectRefused(check(256, kTwoTo(62) + 1), StatusCode::kMisaligned, "headStride");
   expectRefused(check(kTwoTo(62) + 1, 128), StatusCode::kMisaligned, "tokenStride");
   EXPECT_TRUE(check(256, 128).isOk());
+}
+
+// Found by tests/fuzz/fuzz_launch_checks.cpp (UndefinedBehaviorSanitizer:
+// the span of a head-major input formed rows - 1 before the negative-rows
+// check, which wraps for rows = INT64_MIN). A negative M is refused by name.
+TEST(BadInput, HeadMajorInputWithNegativeRowsIsRefusedWithoutOverflow) {
+  std::vector<std::uint8_t> q(2 * 256);
+  std::vector<float> s(2 * 2);
+  const auto* x = reinterpret_cast<const BFloat16*>(std::uintptr_t{1} << 32);
+  for (index_t rows : {index_t{-1}, std::numeric_limits<index_t>::min()}) {
+    float fmax = 0.0f;
+    const Status st = detail::checkGroupQuant("groupQuant", GroupQuantInput<BFloat16>::headMajor(x, rows, 2, 128, 256, 128),
+                                              Fp8Matrix<E4M3FN>{q.data(), rows, 256, 256},
+                                              ScaleView<float, RowMajor>::fromValidated(s.data(), rows, 2, RowMajor{2}),
+                                              QuantOptions{}, fmax);
+    expectRefused(st, StatusCode::kInvalidShape, "M");
+  }
 }
 
 // Found by tests/fuzz/fuzz_launch_checks.cpp (UndefinedBehaviorSanitizer:

@@ -81,7 +81,8 @@ Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8M
                            "token stride in bytes is not a multiple of the 16-byte vector load", in.tokenStride, 16);
     a.ldx = a.cols;  // checked above; with free strides, rows may interleave
     // Element (m, h, d) at m * tokenStride + h * headStride + d.
-    a.inputSpan = in.rows == 0 || in.headDim == 0
+    // rows < 0 is refused by checkQuantArgs below; rows - 1 must not be formed for it.
+    a.inputSpan = in.rows <= 0 || in.headDim == 0
                       ? 0
                       : spanAdd(spanAdd(spanMul(in.rows - 1, in.tokenStride), spanMul(in.heads - 1, in.headStride)),
                                 in.headDim);
