@@ -213,6 +213,34 @@ FP8SCALE_HOST_DEVICE inline bool isUe8m0Scale(float s) {
   return (b & 0x7FFFFFu) == 0 && e >= 1 && e <= 254;
 }
 
+namespace detail {
+/// The checks the host and device relayouts into an exponent layout share:
+/// extents equal, destination not overlapping the source.
+template <class SrcLayout, class DstLayout>
+Status checkExponentMaterialize(const char* fn, ScaleView<const float, SrcLayout> src,
+                                ScaleView<std::uint8_t, DstLayout> dst) {
+  static_assert(SrcLayout::kStridedScales, "the source is RowMajor or ColMajor fp32 scales");
+  static_assert(DstLayout::kExponentBytes, "the destination is PackedUe8m0 or Swizzled128x4");
+  if (dst.rows() != src.rows() || dst.cols() != src.cols())
+    return Status::error(StatusCode::kInvalidShape, fn, "dst", "extents differ from the source's (rows, cols)",
+                         dst.rows() != src.rows() ? dst.rows() : dst.cols(),
+                         dst.rows() != src.rows() ? src.rows() : src.cols());
+  const auto* s0 = reinterpret_cast<const unsigned char*>(src.data());
+  const auto* s1 = s0 + src.requiredSpan() * static_cast<index_t>(sizeof(float));
+  const auto* d0 = reinterpret_cast<const unsigned char*>(dst.data());
+  const auto* d1 = d0 + dst.requiredSpan();
+  if (d0 < s1 && s0 < d1)
+    return Status::error(StatusCode::kInvalidValue, fn, "dst", "destination overlaps the source; relayout is not in place");
+  return Status::ok();
+}
+
+/// The UE8M0 byte of a scale: its biased exponent (the whole scale when it is
+/// a positive normal power of two, isUe8m0Scale).
+FP8SCALE_HOST_DEVICE inline std::uint8_t ue8m0Byte(float s) {
+  return static_cast<std::uint8_t>(bitCast<std::uint32_t>(s) >> 23);
+}
+}  // namespace detail
+
 /// Host relayout of fp32 UE8M0 scales into an exponent layout, the transform
 /// engines run before an SM100 GEMM today (DeepGEMM
 /// get_mn_major_tma_aligned_packed_ue8m0_tensor; the 128 x 4 swizzle of
@@ -229,20 +257,8 @@ FP8SCALE_HOST_DEVICE inline bool isUe8m0Scale(float s) {
 /// normal power of two, its value reported). Nothing is written on error.
 template <class SrcLayout, class DstLayout>
 Status materializeHost(ScaleView<const float, SrcLayout> src, ScaleView<std::uint8_t, DstLayout> dst) {
-  static_assert(SrcLayout::kStridedScales,
-                "materializeHost reads RowMajor or ColMajor fp32 scales");
-  static_assert(DstLayout::kExponentBytes, "the destination is PackedUe8m0 or Swizzled128x4");
   constexpr const char* fn = "materializeHost";
-  if (dst.rows() != src.rows() || dst.cols() != src.cols())
-    return Status::error(StatusCode::kInvalidShape, fn, "dst", "extents differ from the source's (rows, cols)",
-                         dst.rows() != src.rows() ? dst.rows() : dst.cols(),
-                         dst.rows() != src.rows() ? src.rows() : src.cols());
-  const auto* s0 = reinterpret_cast<const unsigned char*>(src.data());
-  const auto* s1 = s0 + src.requiredSpan() * static_cast<index_t>(sizeof(float));
-  const auto* d0 = reinterpret_cast<const unsigned char*>(dst.data());
-  const auto* d1 = d0 + dst.requiredSpan();
-  if (d0 < s1 && s0 < d1)
-    return Status::error(StatusCode::kInvalidValue, fn, "dst", "destination overlaps the source; relayout is not in place");
+  if (Status s = detail::checkExponentMaterialize(fn, src, dst); !s) return s;
   for (index_t m = 0; m < src.rows(); ++m)
     for (index_t g = 0; g < src.cols(); ++g)
       if (!isUe8m0Scale(src(m, g)))
@@ -251,7 +267,7 @@ Status materializeHost(ScaleView<const float, SrcLayout> src, ScaleView<std::uin
                                   "scales)",
                                   src(m, g));
   for (index_t m = 0; m < src.rows(); ++m)
-    for (index_t g = 0; g < src.cols(); ++g) dst(m, g) = static_cast<std::uint8_t>(bitCast<std::uint32_t>(src(m, g)) >> 23);
+    for (index_t g = 0; g < src.cols(); ++g) dst(m, g) = detail::ue8m0Byte(src(m, g));
   zeroPadding(dst);
   return Status::ok();
 }
@@ -353,6 +369,66 @@ template <class T>
 Result<ScaleView<T, ColMajor>> materialize(ScaleView<T, TransposedContiguous> src, T* dst, index_t ld,
                                            Stream stream) {
   return materialize(asColumnMajor(src), dst, ld, stream);
+}
+
+namespace detail {
+
+/// The relayout into an exponent layout: one thread a word of dst, the four
+/// consecutive bytes of groups 4q .. 4q + 3 of row m (both exponent layouts
+/// keep them together and 4-aligned), over dst's padded rectangle, rows
+/// fastest (the packed words are MN-major). Each byte is ue8m0Byte(src(m, g)),
+/// or 0 for a padding slot.
+constexpr int kExponentMaterializeThreads = 256;
+
+template <class SrcLayout, class DstLayout>
+FP8SCALE_GLOBAL void __launch_bounds__(kExponentMaterializeThreads)
+    materializeExponentsKernel(ScaleView<const float, SrcLayout> src, ScaleView<std::uint8_t, DstLayout> dst,
+                               index_t paddedRows, index_t words) {
+  static_assert(DstLayout::kGroupsPerWord == 4, "four exponent bytes a 32-bit word");
+  const index_t i = static_cast<index_t>(blockIdx.x) * kExponentMaterializeThreads + threadIdx.x;
+  if (i >= paddedRows * words) return;
+  const index_t m = i % paddedRows;
+  const index_t g0 = (i / paddedRows) * 4;
+  std::uint32_t word = 0;
+  if (m < src.rows())
+    for (int b = 0; b < 4; ++b)
+      if (g0 + b < src.cols()) word |= static_cast<std::uint32_t>(ue8m0Byte(src(m, g0 + b))) << (8 * b);  // (M, G)
+  *reinterpret_cast<std::uint32_t*>(&dst(m, g0)) = word;  // bytes g0 .. g0 + 3 of row m, little-endian
+}
+
+}  // namespace detail
+
+/// Relayout of fp32 UE8M0 scales into an exponent layout on the device: the
+/// kernel version of materializeHost(src, dst), writing every byte of dst's
+/// requiredSpan() (each exponent byte and every padding slot as 0) in one
+/// launch on `stream`. The scales must come from the UE8M0 rule: each byte
+/// is the biased exponent of its scale, which is the scale only for a
+/// positive normal power of two (the host version refuses any other; here
+/// it is not checked, as DeepGEMM's own transform does not).
+/// Errors as materializeHost (extents, overlap), kInvalidShape ('rows')
+/// past one launch, kDeviceError when the launch fails. M == 0: the packed
+/// layout's padding rows [0, ld) are written; nothing else is launched.
+template <class SrcLayout, class DstLayout>
+Status materialize(ScaleView<const float, SrcLayout> src, ScaleView<std::uint8_t, DstLayout> dst, Stream stream) {
+  constexpr const char* fn = "materialize";
+  if (Status s = detail::checkExponentMaterialize(fn, src, dst); !s) return s;
+  const detail::PaddedRect rect = dst.layout().padded(dst.rows(), dst.cols());
+  const index_t words = rect.paddedCols / 4;
+  const index_t threads = detail::spanMul(rect.paddedRows, words);
+  if (threads == 0) return Status::ok();
+  constexpr index_t kThreads = detail::kExponentMaterializeThreads;
+  const index_t blocks = (threads + kThreads - 1) / kThreads;
+  if (threads < 0 || blocks > 2147483647)
+    return Status::error(StatusCode::kInvalidShape, fn, "rows", "too many exponent words for one launch", dst.rows());
+  const DeviceError e =
+      launchKernel(detail::materializeExponentsKernel<SrcLayout, DstLayout>, dim3(static_cast<unsigned>(blocks)),
+                   dim3(static_cast<unsigned>(kThreads)), 0, stream, src, dst, rect.paddedRows, words);
+  if (e != kDeviceSuccess) return Status::fromDevice(fn, e);
+  return Status::ok();
+}
+template <class SrcLayout, class DstLayout>
+Status materialize(ScaleView<float, SrcLayout> src, ScaleView<std::uint8_t, DstLayout> dst, Stream stream) {
+  return materialize(ScaleView<const float, SrcLayout>(src), dst, stream);
 }
 
 /// The compiled kernel library's instantiations (detail/kernel_instances.hpp).

@@ -206,7 +206,7 @@ struct PackedUe8m0 {
   static constexpr bool kAddressable = true, kColumnMajor = false, kStridedScales = false, kExponentBytes = true;
   static constexpr int kDataAlignment = 16;  // read by TMA
   static constexpr const char* kSpanArgument = "ld";
-  /// Groups per int32 word.
+  /// Groups per int32 word: groups 4w .. 4w + 3 of a row are its four bytes.
   static constexpr index_t kGroupsPerWord = 4;
   FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const {
     return ((g / kGroupsPerWord) * ld + m) * kGroupsPerWord + g % kGroupsPerWord;
@@ -258,6 +258,8 @@ struct Swizzled128x4 {
   static constexpr const char* kSpanArgument = "cols";
   static constexpr index_t kTileRows = 128;
   static constexpr index_t kTileCols = 4;
+  /// Groups 4q .. 4q + 3 of a row are four consecutive bytes, 4-aligned.
+  static constexpr index_t kGroupsPerWord = kTileCols;
   static constexpr index_t kTileBytes = kTileRows * kTileCols;
   /// The layout of (rows, cols) exponents.
   static constexpr Swizzled128x4 forCols(index_t cols) {

@@ -4,7 +4,9 @@
 // source pointer and launch nothing.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <tuple>
 #include <vector>
 
@@ -81,6 +83,79 @@ TYPED_TEST(MaterializeDevice, KernelEqualsHostReferenceIncludingPadding) {
   }
   EXPECT_EQ(cases, static_cast<int>(kRows.size() * kGroups.size() * 2));
   FP8SCALE_DEVICE_CHECK(runtime::streamDestroy(stream));
+}
+
+// Row-major or column-major fp32 UE8M0 scales into the exponent layouts on
+// the device: every byte of the destination's span equal to
+// materializeHost's (exponent bytes and padding slots 0 over garbage), at
+// the word and tile edges, and nothing written past the span.
+template <class DstLayout>
+class MaterializeExponentsDevice : public DeviceTest {};
+using ExponentLayouts = ::testing::Types<PackedUe8m0, Swizzled128x4>;
+TYPED_TEST_SUITE(MaterializeExponentsDevice, ExponentLayouts);
+
+/// The consumer's own layout of (M, G) exponents: ld = align(M, 4) words, or
+/// the 128 x 4 tiles.
+template <class DstLayout>
+DstLayout exponentLayout(index_t M, index_t G) {
+  if constexpr (std::is_same<DstLayout, PackedUe8m0>::value) return PackedUe8m0{alignUp(M, 4)};
+  else return Swizzled128x4::forCols(G);
+}
+
+TYPED_TEST(MaterializeExponentsDevice, KernelEqualsHostReferenceIncludingPadding) {
+  using DstLayout = TypeParam;
+  int cases = 0;
+  for (index_t M : {0, 1, 3, 4, 5, 17, 127, 128, 129, 1000}) {
+    for (index_t G : {1, 3, 4, 5, 56}) {
+      for (bool colSrc : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "M=" << M << " G=" << G << (colSrc ? " column-major" : " row-major"));
+        const index_t ldSrc = colSrc ? alignUp(M, 4) : G;
+        const index_t srcSpan = colSrc ? G * ldSrc : M * G;
+        std::vector<float> hSrc(static_cast<size_t>(srcSpan), 0.0f);
+        for (index_t m = 0; m < M; ++m)
+          for (index_t g = 0; g < G; ++g)  // 2^e, e in [-40, 20]: UE8M0-rule scales
+            hSrc[static_cast<size_t>(colSrc ? g * ldSrc + m : m * G + g)] =
+                std::ldexp(1.0f, static_cast<int>((m * 13 + g * 7) % 61) - 40);
+        const DstLayout layout = exponentLayout<DstLayout>(M, G);
+        const index_t span = layout.requiredSpan(M, G);
+        DeviceBuffer<float> dSrc(hSrc.size() + 1);
+        DeviceBuffer<std::uint8_t> dDst(static_cast<size_t>(span) + 16);  // a guard past the span
+        dSrc.upload([&] { auto v = hSrc; v.push_back(0.0f); return v; }());
+        dDst.poison(0xAB);
+        auto dst = ScaleView<std::uint8_t, DstLayout>::make(dDst.get(), M, G, layout).value();
+        Status st = colSrc ? materialize(colMajorView(dSrc.get(), M, G, ldSrc).value(), dst, nullptr)
+                           : materialize(rowMajorView(dSrc.get(), M, G).value(), dst, nullptr);
+        ASSERT_TRUE(st.isOk()) << st.message();
+        FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
+        // The host reference on a 16-byte aligned buffer of other garbage.
+        std::vector<std::uint8_t> host(static_cast<size_t>(span) + 16, 0x5A);
+        std::uint8_t* base = host.data() + (16 - reinterpret_cast<std::uintptr_t>(host.data()) % 16) % 16;
+        auto ref = ScaleView<std::uint8_t, DstLayout>::make(base, M, G, layout).value();
+        Status hs = colSrc ? materializeHost(colMajorView(hSrc.data(), M, G, ldSrc).value(), ref)
+                           : materializeHost(rowMajorView(hSrc.data(), M, G).value(), ref);
+        ASSERT_TRUE(hs.isOk()) << hs.message();
+        const auto got = dDst.download();
+        for (index_t b = 0; b < span; ++b)
+          ASSERT_EQ(static_cast<int>(got[static_cast<size_t>(b)]), static_cast<int>(base[b])) << "byte " << b;
+        EXPECT_EQ(got[static_cast<size_t>(span)], 0xAB) << "kernel wrote past the span";
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 10 * 5 * 2);
+}
+
+TEST(MaterializeExponentsChecks, ExtentsAndOverlapAreRefusedBeforeAnyLaunch) {
+  alignas(16) static std::uint8_t bytes[4096];
+  alignas(16) static float scales[64];
+  auto dst = packedUe8m0View(bytes, 4, 8).value();
+  Status s = materialize(rowMajorView(scales, 4, 7).value(), dst, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidShape);
+  EXPECT_STREQ(s.argument(), "dst");
+  auto overlapping = packedUe8m0View(reinterpret_cast<std::uint8_t*>(scales), 4, 8).value();
+  s = materialize(rowMajorView(scales, 4, 8).value(), overlapping, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidValue);
+  EXPECT_STREQ(s.argument(), "dst");
 }
 
 class MaterializeDeviceNoop : public DeviceTest {};

@@ -81,7 +81,15 @@
   PREFIX template Result<ScaleView<float, ColMajor>> materialize<float, RowMajor>(ScaleView<float, RowMajor>,       \
                                                                                   float*, index_t, Stream);         \
   PREFIX template Result<ScaleView<float, ColMajor>> materialize<float, ColMajor>(ScaleView<float, ColMajor>,       \
-                                                                                  float*, index_t, Stream);
+                                                                                  float*, index_t, Stream);         \
+  PREFIX template Status materialize<RowMajor, PackedUe8m0>(ScaleView<const float, RowMajor>,                       \
+                                                            ScaleView<std::uint8_t, PackedUe8m0>, Stream);          \
+  PREFIX template Status materialize<ColMajor, PackedUe8m0>(ScaleView<const float, ColMajor>,                       \
+                                                            ScaleView<std::uint8_t, PackedUe8m0>, Stream);          \
+  PREFIX template Status materialize<RowMajor, Swizzled128x4>(ScaleView<const float, RowMajor>,                     \
+                                                              ScaleView<std::uint8_t, Swizzled128x4>, Stream);      \
+  PREFIX template Status materialize<ColMajor, Swizzled128x4>(ScaleView<const float, ColMajor>,                     \
+                                                              ScaleView<std::uint8_t, Swizzled128x4>, Stream);
 #define FP8SCALE_WEIGHT_BLOCK_QUANT_INSTANCES(PREFIX)                                                               \
   PREFIX template Result<BlockQuantizedWeight<E4M3FN>> weightBlockQuant<E4M3FN, BFloat16>(                          \
       const WeightQuantInput<BFloat16>&, Fp8Matrix<E4M3FN>, ScaleView<float, RowMajor>, const WeightQuantOptions&,  \
