@@ -27,6 +27,7 @@ STABLE_TORCH_LIBRARY(fp8scale, m) {
       "Tensor(d!)? norm_out=None, float norm_eps=1e-6, int group_size=128, bool scale_ue8m0=False, "
       "float fmax=0.0, float eps=1e-10, bool enable_pdl=False) -> ()");
   m.def("materialize(Tensor src, Tensor(a!) dst) -> ()");
+  m.def("materialize_packed_ue8m0(Tensor src, Tensor(a!) dst) -> ()");
 }
 
 namespace fp8scale::torch_binding {
@@ -186,6 +187,36 @@ void materializeOp(Tensor src, Tensor dst) {
   });
 }
 
+/// src (M, G) float32 UE8M0-rule scales, row-major or column-major; dst the
+/// int32 (M, ceil(G / 4)) tensor with strides (1, ld), ld >= align(M, 4) and
+/// a multiple of 4, over ceil(G / 4) * ld words: DeepGEMM's packed UE8M0
+/// scales (byte g % 4 of word (g / 4) * ld + m is the exponent of s(m, g);
+/// every other byte of the block 0).
+void materializePackedUe8m0Op(Tensor src, Tensor dst) {
+  constexpr const char* kOp = "materialize_packed_ue8m0";
+  const int32_t device = commonCudaDevice(kOp, {{"src", &src}, {"dst", &dst}});
+  if (src.dim() != 2) fail(kOp, "src", "must be 2-D (M, G), got shape " + shapeString(src));
+  const index_t M = src.size(0), G = src.size(1);
+  const ScaleArg from = scaleArg(kOp, "src", src, M, G);
+  expectDtype(kOp, "dst", dst, ScalarType::Int);
+  const index_t words = (G + 3) / 4;
+  expectShape(kOp, "dst", dst, {M, words});
+  // With no row, torch's strides of an empty tensor need not be a packed ld:
+  // one that is not a multiple of 4 reads as ld 0 (no padding rows to write).
+  const index_t ld = M == 0 && dst.stride(1) % 4 != 0 ? 0 : dst.stride(1);
+  if ((M > 1 && dst.stride(0) != 1) || ld < alignUp(M, 4) || ld % 4 != 0)
+    fail(kOp, "dst",
+         "has strides " + strideString(dst) + ": expected (1, ld) with ld >= align(M, 4) and a multiple of 4");
+  expectDisjoint(kOp, {{"dst", &dst}}, {{"src", &src}});
+  if (words > 0 && ld > 0) expectStorageHolds(kOp, "dst", dst, words * ld - 1, "its ceil(G / 4) x ld words");
+  auto* bytes = static_cast<std::uint8_t*>(words > 0 && ld > 0 && M == 0 ? blockOf(dst, words, ld).data_ptr()
+                                                                            : dst.data_ptr());
+  auto view = packedUe8m0View(bytes, M, G, ld);
+  check(kOp, view.status());
+  const CurrentStream cs(device);
+  withScaleView(kOp, from, [&](auto v) { check(kOp, materialize(v, view.value(), cs.stream)); });
+}
+
 }  // namespace
 }  // namespace fp8scale::torch_binding
 
@@ -194,4 +225,5 @@ STABLE_TORCH_LIBRARY_IMPL(fp8scale, CUDA, m) {
   m.impl("silu_clamp_quant", TORCH_BOX(&fp8scale::torch_binding::siluClampQuantOp));
   m.impl("rmsnorm_quant", TORCH_BOX(&fp8scale::torch_binding::rmsNormQuantOp));
   m.impl("materialize", TORCH_BOX(&fp8scale::torch_binding::materializeOp));
+  m.impl("materialize_packed_ue8m0", TORCH_BOX(&fp8scale::torch_binding::materializePackedUe8m0Op));
 }

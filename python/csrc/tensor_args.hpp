@@ -60,6 +60,7 @@ inline const char* dtypeName(ScalarType t) {
     case ScalarType::BFloat16: return "torch.bfloat16";
     case ScalarType::Half: return "torch.float16";
     case ScalarType::Float: return "torch.float32";
+    case ScalarType::Int: return "torch.int32";
     case ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
     case ScalarType::Float8_e4m3fnuz: return "torch.float8_e4m3fnuz";
     default: return "another dtype";

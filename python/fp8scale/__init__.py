@@ -250,16 +250,40 @@ def rmsnorm_quant(
     return (q, scale, norm_out) if return_norm_out else (q, scale)
 
 
-def materialize(scale: torch.Tensor, ld_align: int = 1) -> torch.Tensor:
-    """The scales as column-major (1, ld), ld = align(M, ld_align).
+def materialize(scale: torch.Tensor, ld_align: int = 1, *, layout: str = "column_major") -> torch.Tensor:
+    """The scales in the consumer's layout.
 
-    Returns `scale` itself where it already addresses those bytes with no
-    padding slot to fill: column-major with that ld, and a row-major scale
-    of one row when ld == 1 (M == 1, ld_align == 1). Otherwise a new (M, G)
-    view with strides (1, ld) over a [G, ld] buffer, padding slots 0.
+    layout="column_major" (the default): column-major (1, ld), ld =
+    align(M, ld_align). Returns `scale` itself where it already addresses
+    those bytes with no padding slot to fill: column-major with that ld, and a
+    row-major scale of one row when ld == 1 (M == 1, ld_align == 1).
+    Otherwise a new (M, G) view with strides (1, ld) over a [G, ld] buffer,
+    padding slots 0.
+
+    layout="packed_ue8m0": DeepGEMM's packed UE8M0 scales (its SM100 GEMMs;
+    get_mn_major_tma_aligned_packed_ue8m0_tensor): an int32 tensor
+    (M, ceil(G / 4)) with strides (1, align(M, 4)) whose word (g / 4) * ld + m
+    holds in byte g % 4 the biased exponent of s(m, g), every other byte 0.
+    `scale` must hold UE8M0-rule scales (scale_ue8m0=True: powers of two);
+    ld_align does not apply.
+
+    Layout names are accepted in any case. Raises TypeError / ValueError
+    naming the argument.
     """
     op = "materialize"
     _ops.check_tensor(op, "scale", scale, (torch.float32,), (2,))
+    if layout != "column_major":
+        name = layout.lower() if isinstance(layout, str) else None
+        if name == "packed_ue8m0":
+            m, g = scale.shape
+            words, ld = (g + 3) // 4, (m + 3) // 4 * 4
+            out = torch.empty(words * ld, dtype=torch.int32, device=scale.device).as_strided((m, words), (1, ld))
+            if not _ops.AVAILABLE:
+                _ops.require_ops()
+            _ops.MATERIALIZE_PACKED_UE8M0(scale, out)
+            return out
+        if name != "column_major":
+            _ops.fail(op, "layout", f"= {layout!r}: expected 'column_major' or 'packed_ue8m0'")
     m, g = scale.shape
     ld = align_up(m, ld_align)
     if same_bytes_as_column_major(scale, ld):
@@ -269,4 +293,3 @@ def materialize(scale: torch.Tensor, ld_align: int = 1) -> torch.Tensor:
         _ops.require_ops()
     _ops.MATERIALIZE(scale, out)
     return out
-

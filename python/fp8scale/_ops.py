@@ -7,6 +7,7 @@ defines the schemas and the CUDA kernels under the ``fp8scale`` namespace:
   silu_clamp_quant(x, q!, scale!, limit=0.0, group_size=128, ...)
   rmsnorm_quant(x, weight, q!, scale!, residual!?=None, norm_out!?=None, norm_eps=1e-6, group_size=128, ...)
   materialize(src, dst!)
+  materialize_packed_ue8m0(src, dst!)
 
 Each writes its ``!`` arguments (caller-allocated) and returns nothing. The
 fake implementations here check what the shapes and dtypes decide, so that
@@ -54,6 +55,7 @@ GROUP_QUANT = torch.ops.fp8scale.group_quant.default if AVAILABLE else None
 SILU_CLAMP_QUANT = torch.ops.fp8scale.silu_clamp_quant.default if AVAILABLE else None
 RMSNORM_QUANT = torch.ops.fp8scale.rmsnorm_quant.default if AVAILABLE else None
 MATERIALIZE = torch.ops.fp8scale.materialize.default if AVAILABLE else None
+MATERIALIZE_PACKED_UE8M0 = torch.ops.fp8scale.materialize_packed_ue8m0.default if AVAILABLE else None
 
 
 def require_ops() -> None:
@@ -216,6 +218,20 @@ def check_materialize(src, dst) -> None:
         fail(op, "dst", f"has strides {tuple(dst.stride())}: expected column-major (1, ld) with ld >= M")
 
 
+def check_materialize_packed_ue8m0(src, dst) -> None:
+    op = "materialize_packed_ue8m0"
+    check_tensor(op, "src", src, (torch.float32,), (2,))
+    check_tensor(op, "dst", dst, (torch.int32,), (2,))
+    check_device(op, (("src", src), ("dst", dst)))
+    _layout.scale_layout(src)
+    m, g = src.shape
+    check_shape(op, "dst", dst, (m, (g + 3) // 4))
+    ld = 0 if m == 0 and dst.stride(1) % 4 != 0 else dst.stride(1)  # as the C++ op reads an empty dst
+    if (m > 1 and dst.stride(0) != 1) or ld < (m + 3) // 4 * 4 or ld % 4 != 0:
+        fail(op, "dst", f"has strides {tuple(dst.stride())}: expected (1, ld) with ld >= align(M, 4) and a "
+                        "multiple of 4")
+
+
 # --- fake implementations -----------------------------------------------------------
 
 if AVAILABLE:
@@ -238,8 +254,13 @@ if AVAILABLE:
     def _materialize_fake(src, dst):
         check_materialize(src, dst)
 
+    @torch.library.register_fake("fp8scale::materialize_packed_ue8m0")
+    def _materialize_packed_ue8m0_fake(src, dst):
+        check_materialize_packed_ue8m0(src, dst)
+
     # CPU tensors: the same checks, which refuse them by name (the dispatcher's
     # own message would not say which argument).
     for _name, _fake in (("group_quant", _group_quant_fake), ("silu_clamp_quant", _silu_clamp_quant_fake),
-                         ("rmsnorm_quant", _rmsnorm_quant_fake), ("materialize", _materialize_fake)):
+                         ("rmsnorm_quant", _rmsnorm_quant_fake), ("materialize", _materialize_fake),
+                         ("materialize_packed_ue8m0", _materialize_packed_ue8m0_fake)):
         torch.library.impl(f"fp8scale::{_name}", "CPU")(_fake)

@@ -75,6 +75,21 @@ def test_sglang_layouts(m, col, tma, fuse):
 
 
 @pytest.mark.parametrize("m", MS)
+@pytest.mark.parametrize("fuse", [False, True])
+def test_sglang_packed_ue8m0_layout(m, fuse):
+    """SGLang's scale_ue8m0 scales: int32 (M, ceil(G / 4)), strides (1, align(M, 4))."""
+    q, s = sglang.sglang_per_token_group_quant_fp8(meta(m, 2560), 128, column_major_scales=True,
+                                                   scale_tma_aligned=True, scale_ue8m0=True, fuse_silu_and_mul=fuse)
+    n = 1280 if fuse else 2560
+    assert_layout(q, FN, (m, n), (n, 1))
+    words = (n // 128 + 3) // 4
+    assert_layout(s, torch.int32, (m, words), (1, align4(m)))
+    out = meta(words, align4(m), dtype=torch.int32).t()[:m]
+    sgl_kernel.sgl_per_token_group_quant_8bit(meta(m, 2560), meta(m, n, dtype=FN), out, 128, 1e-10, -448.0,
+                                              448.0, scale_ue8m0=True, fuse_silu_and_mul=fuse)
+
+
+@pytest.mark.parametrize("m", MS)
 @pytest.mark.parametrize("layout", ["row", "col", "col4"])
 def test_sgl_kernel_writes_the_callers_tensors(m, layout):
     x, q = meta(m, 1024), meta(m, 1024, dtype=FN)
@@ -129,8 +144,12 @@ def test_aiter_clamp_act_mul_layouts(m, transpose):
         (lambda: vllm.per_token_group_quant_fp8(meta(4, 2, 512).transpose(0, 1), 128), ValueError,
          r"argument 'x' with 3 dimensions must be contiguous"),
         (lambda: sglang.sglang_per_token_group_quant_fp8(meta(4, 512), 128, column_major_scales=True,
-                                                         scale_tma_aligned=True, scale_ue8m0=True),
-         NotImplementedError, r"argument 'scale_ue8m0' = True asks for packed UE8M0"),
+                                                         scale_ue8m0=True),
+         ValueError, r"argument 'scale_ue8m0' = True needs a 2-D x, column_major_scales, scale_tma_aligned"),
+        (lambda: sgl_kernel.sgl_per_token_group_quant_8bit(meta(4, 512), meta(4, 512, dtype=FN),
+                                                           meta(4, 4, dtype=F32), 128, 1e-10, -448.0, 448.0,
+                                                           scale_ue8m0=True),
+         TypeError, r"argument 'output_s' has dtype torch.float32, expected torch.int32"),
         (lambda: sglang.sglang_per_token_group_quant_fp8(meta(4, 512), 128, masked_m=meta(1)),
          NotImplementedError, r"argument 'masked_m'"),
         (lambda: sglang.sglang_per_token_group_quant_fp8(meta(4, 513), 128, fuse_silu_and_mul=True), ValueError,

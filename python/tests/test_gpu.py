@@ -206,6 +206,12 @@ def test_opcheck():
                            col_major_out(17, 4, 17)[1], x.clone(), torch.empty_like(x)), test_utils=OPCHECK_TESTS)
     torch.library.opcheck(torch.ops.fp8scale.materialize.default,
                           (torch.rand(17, 4, device="cuda"), col_major_out(17, 4, 20)[1]), test_utils=OPCHECK_TESTS)
+    # opcheck clones its arguments: an aligned M keeps dst's ld (a clone of
+    # strides (1, 20) over 17 rows would be (1, 17), not a packed ld).
+    ue8m0 = torch.exp2(torch.randint(-20, 20, (20, 5), device="cuda").float())
+    packed = torch.empty(2, 20, dtype=torch.int32, device="cuda").t()
+    torch.library.opcheck(torch.ops.fp8scale.materialize_packed_ue8m0.default, (ue8m0, packed),
+                          test_utils=OPCHECK_TESTS)
 
 
 class Site(torch.nn.Module):
@@ -445,3 +451,53 @@ def test_aiter_dropins_equal_fp8scale(m, transpose, strided):
     cq, cs = aiter.fused_clamp_act_mul(gate_up, swiglu_limit=7.0, dtype_quant=torch.float8_e4m3fn,
                                        transpose_scale=transpose)
     same_bits(cq, q), same_bits(cs.view(4, m).t() if transpose else cs, s)
+
+
+def packed_ue8m0_reference(s):
+    """The bytes of DeepGEMM's packed UE8M0 tensor for (M, G) power-of-two
+    scales, built with torch indexing: byte g % 4 of word (g / 4) * ld + m is
+    the biased exponent of s(m, g), every other byte 0; ld = align(M, 4)."""
+    m, g = s.shape
+    words, ld = (g + 3) // 4, (m + 3) // 4 * 4
+    exps = torch.zeros(m, words * 4, dtype=torch.uint8, device=s.device)
+    exps[:, :g] = (s.contiguous().view(torch.int32) >> 23).to(torch.uint8)
+    buf = torch.zeros(words, ld, 4, dtype=torch.uint8, device=s.device)
+    buf[:, :m, :] = exps.view(m, words, 4).permute(1, 0, 2)
+    return buf.flatten()
+
+
+@pytest.mark.parametrize("m", (0, 1, 3, 4, 5, 17, 127, 128, 129, 1000))
+@pytest.mark.parametrize("k", (128, 512, 640, 7168))
+@pytest.mark.parametrize("col", (False, True))
+def test_packed_ue8m0_materialize_equals_the_byte_reference(m, k, col):
+    x = activations(m, k, torch.bfloat16, 21)
+    _, s = fp8scale.group_quant(x, 128, transpose_scale=col, ld_align=4 if col else 1, scale_ue8m0=True)
+    packed = fp8scale.materialize(s, layout="packed_ue8m0")
+    words, ld = (k // 128 + 3) // 4, (m + 3) // 4 * 4
+    assert packed.dtype == torch.int32 and packed.shape == (m, words)
+    assert packed.numel() == 0 or packed.stride() == (1, ld)
+    got = torch.tensor([], dtype=torch.uint8, device="cuda").set_(packed.untyped_storage())
+    assert torch.equal(got, packed_ue8m0_reference(s))
+
+
+@pytest.mark.parametrize("m", (0, 1, 5, 130))
+@pytest.mark.parametrize("fuse", (False, True))
+def test_sglang_packed_dropin_equals_group_quant_and_materialize(m, fuse):
+    from fp8scale.compat import sgl_kernel, sglang
+
+    x = activations(m, 2560, torch.bfloat16, 22)
+    if fuse:
+        q, s = fp8scale.silu_clamp_quant(x, 0.0, 128, transpose_scale=True, ld_align=4, scale_ue8m0=True)
+    else:
+        q, s = fp8scale.group_quant(x, 128, transpose_scale=True, ld_align=4, scale_ue8m0=True)
+    packed = fp8scale.materialize(s, layout="packed_ue8m0")
+    gq, gs = sglang.sglang_per_token_group_quant_fp8(x, 128, column_major_scales=True, scale_tma_aligned=True,
+                                                     scale_ue8m0=True, fuse_silu_and_mul=fuse)
+    same_bits(gq, q)
+    assert gs.dtype == torch.int32 and gs.shape == packed.shape and torch.equal(gs, packed)
+    out_q, out_s = torch.empty_like(q), torch.full_like(storage_bits(packed), float("nan")).view(torch.int32)
+    out_s = out_s.as_strided(packed.shape, packed.stride())
+    sgl_kernel.sgl_per_token_group_quant_8bit(x, out_q, out_s, 128, 1e-10, -448.0, 448.0, scale_ue8m0=True,
+                                              fuse_silu_and_mul=fuse)
+    same_bits(out_q, q)
+    assert torch.equal(storage_bits(out_s).view(torch.int32), storage_bits(packed).view(torch.int32))

@@ -33,6 +33,36 @@ def test_schemas():
         assert s.endswith("-> ()")  # out-variants: nothing returned, nothing aliased
 
 
+@pytest.mark.parametrize("m, g", [(0, 5), (1, 1), (5, 4), (130, 57)])
+def test_packed_ue8m0_materialize_on_meta(m, g):
+    """DeepGEMM's packed UE8M0 layout: int32 (M, ceil(G / 4)), strides (1, align(M, 4))."""
+    out = fp8scale.materialize(meta(m, g, dtype=F32), layout="PACKED_UE8M0")
+    words, ld = (g + 3) // 4, (m + 3) // 4 * 4
+    assert out.dtype == torch.int32 and out.shape == (m, words)
+    if out.numel():
+        assert out.stride() == (1, ld)
+    torch.ops.fp8scale.materialize_packed_ue8m0(meta(m, g, dtype=F32).t().contiguous().t(), out)
+
+
+@pytest.mark.parametrize(
+    "call, error, pattern",
+    [
+        (lambda: fp8scale.materialize(meta(4, 8, dtype=F32), layout="swizzled"), ValueError,
+         r"materialize: argument 'layout' = 'swizzled'"),
+        (lambda: torch.ops.fp8scale.materialize_packed_ue8m0(meta(4, 8, dtype=F32), meta(4, 2, dtype=F32)),
+         TypeError, r"materialize_packed_ue8m0: argument 'dst' has dtype torch.float32"),
+        (lambda: torch.ops.fp8scale.materialize_packed_ue8m0(meta(5, 8, dtype=F32),
+                                                             meta(2, 5, dtype=torch.int32).t()),
+         ValueError, r"argument 'dst' has strides \(1, 5\): expected \(1, ld\) with ld >= align\(M, 4\)"),
+        (lambda: torch.ops.fp8scale.materialize_packed_ue8m0(meta(5, 8, dtype=F32), meta(5, 3, dtype=torch.int32)),
+         ValueError, r"argument 'dst' has shape \(5, 3\), expected \(5, 2\)"),
+    ],
+)
+def test_packed_ue8m0_refusals_name_the_argument(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()
+
+
 def test_functions_elide_only_the_schema_defaults():
     """The functions leave out trailing op arguments equal to these constants:
     they must be the schemas' defaults."""
@@ -231,3 +261,5 @@ def test_opcheck_on_meta(col_major):
                           test_utils=OPCHECK_TESTS)
     torch.library.opcheck(torch.ops.fp8scale.materialize.default, (meta(m, 4, dtype=F32), col_major_meta(m, 4, 20)),
                           test_utils=OPCHECK_TESTS)
+    packed = meta(2, 20, dtype=torch.int32).t()[:m]  # (M, ceil(G / 4)) words, strides (1, align(M, 4))
+    torch.library.opcheck(torch.ops.fp8scale.materialize_packed_ue8m0.default, (s, packed), test_utils=OPCHECK_TESTS)

@@ -89,13 +89,26 @@ def input_rows(op: str, name: str, x, fuse_silu_and_mul: bool):
     return k, (k // 2 if fuse_silu_and_mul else k)
 
 
-def sglang_refusals(op: str, scale_ue8m0, masked_m) -> None:
+def sglang_refusals(op: str, masked_m) -> None:
     """What SGLang's and sgl-kernel's quantization take that fp8scale does not compute."""
-    if scale_ue8m0:
-        unsupported(op, "scale_ue8m0", "= True asks for packed UE8M0 int32 scales, which fp8scale does not write "
-                    "yet; fp8scale.group_quant(..., scale_ue8m0=True) gives power-of-two float32 scales")
     if masked_m is not None:
         unsupported(op, "masked_m", "(the masked MoE layout) is not supported")
+
+
+def packed_ue8m0_scale(op: str, x2, q2, group_size, fmax, eps, silu_and_mul, out=None):
+    """SGLang's scale_ue8m0=True: UE8M0-rule scales written column-major with
+    the TMA-aligned ld, then packed four to an int32 word (DeepGEMM's packed
+    UE8M0, fp8scale.materialize(layout="packed_ue8m0")); into `out` when given.
+    The packing is one more launch; producers that write the packed words
+    themselves are not built yet."""
+    m, g = x2.shape[0], q2.shape[1] // group_size
+    s = _layout.new_scale(m, g, True, 4, x2.device)
+    call_quant(x2, q2, s, group_size, True, fmax, eps, silu_and_mul)
+    if out is None:
+        words, ld = (g + 3) // 4, (m + 3) // 4 * 4
+        out = torch.empty(words * ld, dtype=torch.int32, device=x2.device).as_strided((m, words), (1, ld))
+    _ops.MATERIALIZE_PACKED_UE8M0(s, out)
+    return out
 
 
 def engine_scale(op: str, flag: str, x, q, k: int, cols: int, g: int, column_major: bool, tma_aligned: bool):

@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 
 from .. import _ops
-from . import call_quant, groups, input_rows, rows_of, sglang_refusals
+from . import call_quant, groups, input_rows, packed_ue8m0_scale, rows_of, sglang_refusals
 
 __all__ = ["sgl_per_token_group_quant_8bit", "sgl_per_token_group_quant_fp8"]
 
@@ -40,24 +40,31 @@ def sgl_per_token_group_quant_8bit(
             rows. int8 output: TypeError (fp8scale writes fp8 only).
         output_s: float32 (M, G) scales, row-major (G, 1) or column-major
             (1, ld) with ld >= M over a storage that holds its [G][ld] block
-            (padding rows written 0), or (..., G) contiguous.
+            (padding rows written 0), or (..., G) contiguous; with
+            scale_ue8m0, the int32 (M, ceil(G / 4)) packed UE8M0 tensor with
+            strides (1, ld), ld >= align(M, 4) a multiple of 4.
         group_size: 32, 64 or 128. eps: floor on a group's amax.
         fp8_min, fp8_max: the quantization range; fp8_min must be -fp8_max,
             and fp8_max in (0, the format's max].
-        scale_ue8m0: packed UE8M0 int32 scales: NotImplementedError.
+        scale_ue8m0: power-of-two scales, packed into the int32 output_s.
         fuse_silu_and_mul: quantize silu(gate) * up.
         masked_m: the masked MoE layout: NotImplementedError.
         enable_v2: selects one of sgl-kernel's kernels; ignored.
     """
     op = "sgl_per_token_group_quant_8bit"
-    sglang_refusals(op, scale_ue8m0, masked_m)
+    sglang_refusals(op, masked_m)
     k, cols = input_rows(op, "input", input, fuse_silu_and_mul)
     _ops.check_tensor(op, "output_q", output_q, _ops._FP8_DTYPES)
-    _ops.check_tensor(op, "output_s", output_s, (torch.float32,))
+    _ops.check_tensor(op, "output_s", output_s, (torch.int32,) if scale_ue8m0 else (torch.float32,))
     if fp8_min != -fp8_max:
         _ops.fail(op, "fp8_min", f"= {fp8_min!r}: fp8scale quantizes to [-fp8_max, fp8_max], fp8_max = {fp8_max!r}")
     g = groups(op, "input", cols, group_size)
     x2, q2 = rows_of(op, "input", input, k), rows_of(op, "output_q", output_q, cols)
+    if scale_ue8m0:
+        if input.dim() != 2:
+            _ops.fail(op, "scale_ue8m0", f"= True needs a 2-D input, got shape {tuple(input.shape)}")
+        packed_ue8m0_scale(op, x2, q2, group_size, float(fp8_max), eps, fuse_silu_and_mul, out=output_s)
+        return
     s2 = output_s if output_s.dim() == 2 else rows_of(op, "output_s", output_s, g)
     fmax = float(fp8_max)
     call_quant(x2, q2, s2, group_size, False, fmax, eps, fuse_silu_and_mul)

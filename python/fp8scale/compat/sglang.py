@@ -11,7 +11,8 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import (PLATFORM_FP8, call_quant, engine_fmax, engine_scale, groups, input_rows,
+from .. import _ops
+from . import (PLATFORM_FP8, call_quant, engine_fmax, engine_scale, groups, input_rows, packed_ue8m0_scale,
                sglang_refusals)
 
 __all__ = ["sglang_per_token_group_quant_fp8"]
@@ -38,8 +39,10 @@ def sglang_per_token_group_quant_fp8(
         eps: floor on a group's amax.
         column_major_scales: scales (M, G) with strides (1, M); 2-D x only.
         scale_tma_aligned: with column_major_scales, strides (1, align(M, 4)).
-        scale_ue8m0: SGLang's packed UE8M0 scales (int32 words, four
-            exponents each): NotImplementedError, not written yet.
+        scale_ue8m0: power-of-two scales packed as SGLang does for DeepGEMM:
+            int32 (M, ceil(G / 4)) with strides (1, align(M, 4)), four
+            exponent bytes a word (with column_major_scales,
+            scale_tma_aligned and group_size 128, as SGLang requires).
         fuse_silu_and_mul: quantize silu(gate) * up (q and scale of I
             columns).
         masked_m: the masked MoE layout: NotImplementedError.
@@ -48,13 +51,18 @@ def sglang_per_token_group_quant_fp8(
     Returns:
         (q, scale): q (..., K) (or (..., I)) in e4m3fn (e4m3fnuz scaled to
         224 on ROCm builds of torch), scale float32 (..., G) row-major or
-        (M, G) column-major as selected.
+        (M, G) column-major as selected, or the packed int32 tensor.
     """
     op = "sglang_per_token_group_quant_fp8"
-    sglang_refusals(op, scale_ue8m0, masked_m)
+    sglang_refusals(op, masked_m)
     k, cols = input_rows(op, "x", x, fuse_silu_and_mul)
     g = groups(op, "x", cols, group_size)
     q = torch.empty(*x.shape[:-1], cols, dtype=PLATFORM_FP8, device=x.device)
+    if scale_ue8m0:
+        if not (column_major_scales and scale_tma_aligned) or group_size != 128 or x.dim() != 2:
+            _ops.fail(op, "scale_ue8m0", "= True needs a 2-D x, column_major_scales, scale_tma_aligned and "
+                                         "group_size 128 (SGLang's packed UE8M0 layout)")
+        return q, packed_ue8m0_scale(op, x, q, group_size, engine_fmax(PLATFORM_FP8), eps, fuse_silu_and_mul)
     x2, q2, scale, s2 = engine_scale(op, "column_major_scales", x, q, k, cols, g, column_major_scales,
                                      scale_tma_aligned)
     fmax = engine_fmax(PLATFORM_FP8)
