@@ -204,7 +204,9 @@ def dropins(x, w, r, gate_up):
     b = sglang.sglang_per_token_group_quant_fp8(gate_up, 128, column_major_scales=True, fuse_silu_and_mul=True)
     (q, s), _, _, res = aiter.fused_rms_fp8_group_quant(x, w, 1e-6, res1=r, transpose_scale=True)
     c = aiter.fused_clamp_act_mul(gate_up, swiglu_limit=7.0, dtype_quant=FN, transpose_scale=True)
-    return a + b + (q, s, res) + c
+    d = sglang.sglang_per_token_group_quant_fp8(x, 128, column_major_scales=True, scale_tma_aligned=True,
+                                                scale_ue8m0=True)
+    return a + b + (q, s, res) + c + d
 
 
 def test_dropins_trace_into_one_graph_with_dynamic_m():
@@ -219,4 +221,5 @@ def test_dropins_trace_into_one_graph_with_dynamic_m():
     for m in (7, 64, 1000):
         out = compiled(*inputs(m))
         assert out[1].stride() == (1, align4(m)) and out[3].stride() == (1, m) and out[8].stride() == (4, 1)
+        assert out[10].dtype == torch.int32 and out[10].stride() == (1, align4(m))  # packed UE8M0
     assert counter.frame_count == 1

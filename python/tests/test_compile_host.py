@@ -90,3 +90,25 @@ def test_errors_under_compile_name_the_argument():
                              backend="eager")
     with pytest.raises(RuntimeError, match=r"argument 'eps' = 0.0: must be > 0"):
         compiled(meta(4, 512))
+
+
+def test_packed_ue8m0_path_compiles_once_for_every_m():
+    """UE8M0 scales column-major, then packed for DeepGEMM: one graph, no
+    break, and no recompile as M changes (after the first dynamic compile)."""
+
+    def site(x):
+        q, s = fp8scale.group_quant(x, 128, transpose_scale=True, ld_align=4, scale_ue8m0=True)
+        return q, fp8scale.materialize(s, layout="packed_ue8m0")
+
+    explained = torch._dynamo.explain(site)(meta(7, K))
+    assert explained.break_reasons == [] and (explained.graph_count, explained.graph_break_count) == (1, 0)
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(site, fullgraph=True, dynamic=True, backend=counter)
+    frames = []
+    for m in (7, 64, 1000, 33):
+        q, packed = compiled(meta(m, K))
+        assert packed.dtype == torch.int32 and packed.shape == (m, (K // 128 + 3) // 4)
+        assert packed.stride() == (1, (m + 3) // 4 * 4)
+        frames.append(counter.frame_count)
+    assert frames == [frames[0]] * 4
