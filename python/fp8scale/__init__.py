@@ -275,9 +275,7 @@ def materialize(scale: torch.Tensor, ld_align: int = 1, *, layout: str = "column
     if layout != "column_major":
         name = layout.lower() if isinstance(layout, str) else None
         if name == "packed_ue8m0":
-            m, g = scale.shape
-            words, ld = (g + 3) // 4, (m + 3) // 4 * 4
-            out = torch.empty(words * ld, dtype=torch.int32, device=scale.device).as_strided((m, words), (1, ld))
+            out = _layout.new_packed_ue8m0(scale.shape[0], scale.shape[1], scale.device)
             if not _ops.AVAILABLE:
                 _ops.require_ops()
             _ops.MATERIALIZE_PACKED_UE8M0(scale, out)

@@ -138,6 +138,14 @@ def new_scale(m: int, g: int, transpose_scale: bool, ld_align: int, device) -> t
     return torch.empty(g * ld, dtype=torch.float32, device=device).as_strided((m, g), (1, ld))
 
 
+def new_packed_ue8m0(m: int, g: int, device) -> torch.Tensor:
+    """An uninitialized packed UE8M0 tensor for (m, g) scales: int32
+    (m, ceil(g / 4)) with strides (1, align(m, 4)) over ceil(g / 4) * ld words
+    (DeepGEMM's layout; the relayout writes its padding bytes)."""
+    words, ld = (g + 3) // 4, (m + 3) // 4 * 4
+    return torch.empty(words * ld, dtype=torch.int32, device=device).as_strided((m, words), (1, ld))
+
+
 def same_bytes_as_column_major(scale: torch.Tensor, ld: int) -> bool:
     """Whether `scale` already addresses every s(m, g) where ColMajor{ld} does,
     with no padding slot to fill (materialize's no-op; the C++

@@ -105,8 +105,7 @@ def packed_ue8m0_scale(op: str, x2, q2, group_size, fmax, eps, silu_and_mul, out
     s = _layout.new_scale(m, g, True, 4, x2.device)
     call_quant(x2, q2, s, group_size, True, fmax, eps, silu_and_mul)
     if out is None:
-        words, ld = (g + 3) // 4, (m + 3) // 4 * 4
-        out = torch.empty(words * ld, dtype=torch.int32, device=x2.device).as_strided((m, words), (1, ld))
+        out = _layout.new_packed_ue8m0(m, g, x2.device)
     _ops.MATERIALIZE_PACKED_UE8M0(s, out)
     return out
 
