@@ -30,17 +30,23 @@ namespace fp8scale {
 //   validate(fn, rows, cols, span) its parameters against the extents, naming
 //                                  the argument; span = requiredSpan computed
 //                                  without overflow (kSpanTooLarge past 2^48)
-//   paddingCount(rows, cols)       the padding slots it owns: addressed
-//   paddingOffset(rows, cols, i)   elements that hold no scale, which every
-//                                  writer sets to 0, enumerated i = 0 .. count - 1
+//   padded(rows, cols)             its padded rectangle: the slots of
+//                                  [0, paddedRows) x [0, paddedCols) that
+//                                  are not scales are its padding, addressed
+//                                  memory that holds no scale and that every
+//                                  writer sets to 0 (scale_view.hpp)
 //
 // and the traits kAddressable (has offset), kColumnMajor (fp32 [G][ld]: rows
 // [M, ld) of each column are its padding; what TRANSPOSE_SCALE = true
-// writes), kStridedScales (fp32 scales at strides (ld, 1) or (1, ld), the
-// layouts producers write and materialize reads), kExponentBytes (UE8M0
-// exponent bytes: views are std::uint8_t), kDataAlignment (bytes the data
-// pointer needs beyond alignof(T); 0: none) and kSpanArgument (the argument
-// an oversized span is blamed on).
+// writes), kMnMajor (rows are the contiguous dimension of the stored scales:
+// producers tile rows-fastest so that their scale stores fill sectors),
+// kPadsRows (the layout may own padding rows past M: kernels for it carry
+// the padding code), kStridedScales (fp32 scales at strides (ld, 1) or
+// (1, ld), the layouts materialize reads), kExponentBytes (UE8M0 exponent
+// bytes), kDataAlignment (bytes the data pointer needs beyond alignof(T);
+// 0: none), kGroupAlignment (G is padded to a multiple of it: 1, no padding
+// groups) and kSpanArgument (the argument an oversized span is blamed on);
+// Element is what a slot stores (float, or std::uint8_t exponents).
 // ---------------------------------------------------------------------------
 
 /// Rounds `m` up to a multiple of `alignment` (> 0): align(M, 4) of TMA-aligned
@@ -50,14 +56,16 @@ FP8SCALE_HOST_DEVICE constexpr index_t alignUp(index_t m, index_t alignment) {
 }
 
 namespace detail {
-/// Padding of the exponent layouts: the slots of the padded rectangle
-/// [0, paddedRows) x [0, paddedCols) outside the scales' [0, rows) x [0, cols),
-/// enumerated first along the rows that hold scales (groups [cols,
-/// paddedCols)), then the rows past them.
+/// A layout's padding: the slots of the padded rectangle [0, paddedRows) x
+/// [0, paddedCols) outside the scales' [0, rows) x [0, cols), enumerated
+/// (slot) first along the rows that hold scales (groups [cols, paddedCols)),
+/// then the rows past them. No columns, no padding.
 struct PaddedRect {
   index_t rows, cols, paddedRows, paddedCols;
   FP8SCALE_HOST_DEVICE constexpr index_t count() const {
-    return cols == 0 ? 0 : paddedRows * paddedCols - rows * cols;
+    // The rows past M, then the padding groups of the rows before it: no
+    // product of two extents that a broadcast (PerTensor) view may not span.
+    return cols == 0 ? 0 : (paddedRows - rows) * paddedCols + rows * (paddedCols - cols);
   }
   /// The (m, g) of padding slot i.
   FP8SCALE_HOST_DEVICE constexpr void slot(index_t i, index_t& m, index_t& g) const {
@@ -71,14 +79,6 @@ struct PaddedRect {
     }
   }
 };
-
-/// The element of padding slot i of an exponent layout (its padded() rectangle).
-template <class Layout>
-FP8SCALE_HOST_DEVICE constexpr index_t paddedRectOffset(const Layout& layout, index_t rows, index_t cols, index_t i) {
-  index_t m = 0, g = 0;
-  layout.padded(rows, cols).slot(i, m, g);
-  return layout.offset(m, g);
-}
 
 /// kInvalidShape for an extent past 2^48: one byte a slot cannot fit (and the
 /// padding arithmetic would overflow).
@@ -94,9 +94,12 @@ inline Status checkByteExtents(const char* fn, index_t rows, index_t cols) {
 /// rows are the buffer's outer dimension).
 struct RowMajor {
   index_t ld = 0;
-  static constexpr bool kAddressable = true, kColumnMajor = false, kStridedScales = true, kExponentBytes = false;
+  static constexpr bool kAddressable = true, kColumnMajor = false, kMnMajor = false, kPadsRows = false,
+                        kStridedScales = true, kExponentBytes = false;
   static constexpr int kDataAlignment = 0;
+  static constexpr int kGroupAlignment = 1;
   static constexpr const char* kSpanArgument = "ld";
+  using Element = float;
   FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const { return m * ld + g; }
   FP8SCALE_HOST_DEVICE constexpr index_t stride(int dim) const { return dim == 0 ? ld : 1; }
   FP8SCALE_HOST_DEVICE constexpr index_t presentedStride(int dim, index_t /*cols*/) const { return stride(dim); }
@@ -113,9 +116,9 @@ struct RowMajor {
     span = detail::stridedSpan(rows, cols, ld);
     return Status::ok();
   }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingRows(index_t /*rows*/) const { return 0; }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingCount(index_t, index_t) const { return 0; }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingOffset(index_t, index_t, index_t) const { return 0; }
+  FP8SCALE_HOST_DEVICE constexpr detail::PaddedRect padded(index_t rows, index_t cols) const {
+    return {rows, cols, rows, cols};
+  }
 };
 
 /// (m, g) -> g * ld + m. Strides (1, ld), ld >= M. The layout owns the padding
@@ -123,9 +126,12 @@ struct RowMajor {
 /// sets, so requiredSpan() is cols * ld whatever M is (M == 0 included).
 struct ColMajor {
   index_t ld = 0;
-  static constexpr bool kAddressable = true, kColumnMajor = true, kStridedScales = true, kExponentBytes = false;
+  static constexpr bool kAddressable = true, kColumnMajor = true, kMnMajor = true, kPadsRows = true,
+                        kStridedScales = true, kExponentBytes = false;
   static constexpr int kDataAlignment = 0;
+  static constexpr int kGroupAlignment = 1;
   static constexpr const char* kSpanArgument = "ld";
+  using Element = float;
   FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const { return g * ld + m; }
   FP8SCALE_HOST_DEVICE constexpr index_t stride(int dim) const { return dim == 0 ? 1 : ld; }
   FP8SCALE_HOST_DEVICE constexpr index_t presentedStride(int dim, index_t /*cols*/) const { return stride(dim); }
@@ -139,14 +145,9 @@ struct ColMajor {
     return Status::ok();
   }
   /// Slots m in [rows, ld) of each column: addressed by offset(m, g) like the
-  /// scales, holding no scale. Every writer of a view sets them to 0.
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingRows(index_t rows) const { return ld - rows; }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingCount(index_t rows, index_t cols) const {
-    return cols * (ld - rows);
-  }
-  /// Slot i: row rows + i % (ld - rows) of column i / (ld - rows).
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingOffset(index_t rows, index_t /*cols*/, index_t i) const {
-    return offset(rows + i % (ld - rows), i / (ld - rows));
+  /// scales, holding no scale.
+  FP8SCALE_HOST_DEVICE constexpr detail::PaddedRect padded(index_t rows, index_t cols) const {
+    return {rows, cols, ld, cols};
   }
 };
 
@@ -154,9 +155,12 @@ struct ColMajor {
 /// Reports the strides it is presented with, (G, 1), which are wrong for its
 /// bytes; has no offset(), so elements cannot be read through it.
 struct TransposedContiguous {
-  static constexpr bool kAddressable = false, kColumnMajor = false, kStridedScales = false, kExponentBytes = false;
+  static constexpr bool kAddressable = false, kColumnMajor = false, kMnMajor = false, kPadsRows = false,
+                        kStridedScales = false, kExponentBytes = false;
   static constexpr int kDataAlignment = 0;
+  static constexpr int kGroupAlignment = 1;
   static constexpr const char* kSpanArgument = "cols";
+  using Element = float;
   FP8SCALE_HOST_DEVICE constexpr index_t presentedStride(int dim, index_t cols) const { return dim == 0 ? cols : 1; }
   /// Its presented row stride, cols.
   FP8SCALE_HOST_DEVICE constexpr index_t leadingDim(index_t, index_t cols) const { return cols; }
@@ -165,15 +169,19 @@ struct TransposedContiguous {
     span = detail::spanMul(rows, cols);
     return Status::ok();
   }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingCount(index_t, index_t) const { return 0; }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingOffset(index_t, index_t, index_t) const { return 0; }
+  FP8SCALE_HOST_DEVICE constexpr detail::PaddedRect padded(index_t rows, index_t cols) const {
+    return {rows, cols, rows, cols};
+  }
 };
 
 /// One scale broadcast over all (m, g). Strides (0, 0).
 struct PerTensor {
-  static constexpr bool kAddressable = true, kColumnMajor = false, kStridedScales = false, kExponentBytes = false;
+  static constexpr bool kAddressable = true, kColumnMajor = false, kMnMajor = false, kPadsRows = false,
+                        kStridedScales = false, kExponentBytes = false;
   static constexpr int kDataAlignment = 0;
+  static constexpr int kGroupAlignment = 1;
   static constexpr const char* kSpanArgument = "cols";
+  using Element = float;
   FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t, index_t) const { return 0; }
   FP8SCALE_HOST_DEVICE constexpr index_t stride(int) const { return 0; }
   FP8SCALE_HOST_DEVICE constexpr index_t presentedStride(int, index_t) const { return 0; }
@@ -184,9 +192,9 @@ struct PerTensor {
     span = rows > 0 && cols > 0 ? 1 : 0;
     return Status::ok();
   }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingRows(index_t) const { return 0; }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingCount(index_t, index_t) const { return 0; }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingOffset(index_t, index_t, index_t) const { return 0; }
+  FP8SCALE_HOST_DEVICE constexpr detail::PaddedRect padded(index_t rows, index_t cols) const {
+    return {rows, cols, rows, cols};
+  }
 };
 
 /// DeepGEMM's packed UE8M0 scales (SM100 FP8 GEMMs with 1 x 128 or 1 x 32
@@ -203,9 +211,12 @@ struct PerTensor {
 /// ld is a multiple of 4 (TMA strides are multiples of 16 bytes), >= M.
 struct PackedUe8m0 {
   index_t ld = 0;  ///< int32 words from one word column to the next
-  static constexpr bool kAddressable = true, kColumnMajor = false, kStridedScales = false, kExponentBytes = true;
+  static constexpr bool kAddressable = true, kColumnMajor = false, kMnMajor = true, kPadsRows = true,
+                        kStridedScales = false, kExponentBytes = true;
   static constexpr int kDataAlignment = 16;  // read by TMA
+  static constexpr int kGroupAlignment = 4;   // groups a 32-bit word
   static constexpr const char* kSpanArgument = "ld";
+  using Element = std::uint8_t;
   /// Groups per int32 word: groups 4w .. 4w + 3 of a row are its four bytes.
   static constexpr index_t kGroupsPerWord = 4;
   FP8SCALE_HOST_DEVICE constexpr index_t offset(index_t m, index_t g) const {
@@ -233,12 +244,6 @@ struct PackedUe8m0 {
   FP8SCALE_HOST_DEVICE constexpr detail::PaddedRect padded(index_t rows, index_t cols) const {
     return {rows, cols, ld, alignUp(cols, kGroupsPerWord)};
   }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingCount(index_t rows, index_t cols) const {
-    return padded(rows, cols).count();
-  }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingOffset(index_t rows, index_t cols, index_t i) const {
-    return detail::paddedRectOffset(*this, rows, cols, i);
-  }
 };
 
 /// The 128 x 4 tiled UE8M0 scale layout of Blackwell block-scaled MMA: cuBLASLt's
@@ -253,9 +258,12 @@ struct PackedUe8m0 {
 /// groups [G, align(G, 4)).
 struct Swizzled128x4 {
   index_t colTiles = 0;  ///< ceil(G / 4): tiles across a band of 128 rows
-  static constexpr bool kAddressable = true, kColumnMajor = false, kStridedScales = false, kExponentBytes = true;
+  static constexpr bool kAddressable = true, kColumnMajor = false, kMnMajor = false, kPadsRows = true,
+                        kStridedScales = false, kExponentBytes = true;
   static constexpr int kDataAlignment = 16;  // read by TMA
+  static constexpr int kGroupAlignment = 4;   // groups a tile column
   static constexpr const char* kSpanArgument = "cols";
+  using Element = std::uint8_t;
   static constexpr index_t kTileRows = 128;
   static constexpr index_t kTileCols = 4;
   /// Groups 4q .. 4q + 3 of a row are four consecutive bytes, 4-aligned.
@@ -287,12 +295,6 @@ struct Swizzled128x4 {
   }
   FP8SCALE_HOST_DEVICE constexpr detail::PaddedRect padded(index_t rows, index_t cols) const {
     return {rows, cols, alignUp(rows, kTileRows), colTiles * kTileCols};
-  }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingCount(index_t rows, index_t cols) const {
-    return padded(rows, cols).count();
-  }
-  FP8SCALE_HOST_DEVICE constexpr index_t paddingOffset(index_t rows, index_t cols, index_t i) const {
-    return detail::paddedRectOffset(*this, rows, cols, i);
   }
 };
 

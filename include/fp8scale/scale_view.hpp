@@ -113,13 +113,23 @@ class ScaleView {
   /// rows == 0). make() refuses views whose span exceeds 2^48 bytes.
   FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan() const { return layout_.requiredSpan(rows_, cols_); }
 
-  /// Whether the view has padding slots (the layout's paddingCount() > 0):
-  /// column-major with ld > rows (ld = align(M, 4) with M % 4 != 0, or any
-  /// ld > 0 at M == 0) and a column; an exponent layout addressing bytes that
-  /// hold no exponent. See writeScalePadding() and zeroPadding().
+  /// The layout's padded rectangle of this view's extents (layouts.hpp).
+  FP8SCALE_HOST_DEVICE constexpr detail::PaddedRect padded() const { return layout_.padded(rows_, cols_); }
+
+  /// Whether the view has padding slots: column-major with ld > rows (ld =
+  /// align(M, 4) with M % 4 != 0, or any ld > 0 at M == 0) and a column; an
+  /// exponent layout addressing bytes that hold no exponent. See
+  /// writeScalePadding() and zeroPadding().
   template <class L = Layout, class = std::enable_if_t<L::kAddressable>>
   FP8SCALE_HOST_DEVICE constexpr bool hasPadding() const {
-    return layout_.paddingCount(rows_, cols_) > 0;
+    return padded().count() > 0;
+  }
+
+  /// Whether the view has padding slots in rows past its last (M): the
+  /// padding a producer's padding tile writes.
+  template <class L = Layout, class = std::enable_if_t<L::kAddressable>>
+  FP8SCALE_HOST_DEVICE constexpr bool hasPaddingRows() const {
+    return cols_ > 0 && padded().paddedRows > rows_;
   }
 
   /// Element (m, g). Not available on P1 (its strides do not describe its bytes).
@@ -148,64 +158,80 @@ class ScaleView {
 // ---------------------------------------------------------------------------
 // Padding slots: one plan, one routine.
 //
-// The slots m in [M, ld) of each column of a column-major view exist in
-// memory but hold no scale; a consumer reading whole TMA rows reads them, so
-// every writer of a view (each producer, materialize, the host references)
-// sets them to 0 and none leaves them to the allocator. The plan is the same
-// everywhere: the padding is the work of one more row tile past the rows,
-// the tile that starts in [M, M + tileRows) (a block-per-row producer: row M;
-// M == 0: the only tile), so a launch covers paddedRowTiles() tiles and the
-// threads that meet that tile call writeScalePadding() for their columns.
+// A layout's padded rectangle (layouts.hpp, padded()) has slots that exist
+// in memory but hold no scale: the rows [M, ld) of a column-major view, the
+// rows and groups an exponent layout rounds its extents up to. A consumer
+// reading whole TMA rows or tiles reads them, so every writer of a view (each
+// producer, materialize, the host references) sets them to 0 and none leaves
+// them to the allocator. Two routines write them, on the host and the
+// device alike:
+//   writeScalePadding(v, g, ...)  the rows past M of column g (and of the
+//                                 padding columns after it, for the last g);
+//                                 a producer runs one more row tile past the
+//                                 rows, the tile that starts in [M, M +
+//                                 tileRows) (a block-per-row producer: row M;
+//                                 M == 0: the only tile), whose threads call
+//                                 it for their columns: a launch covers
+//                                 paddedRowTiles() tiles;
+//   writeRowPadding(v, m)         the padding groups of row m < M, called by
+//                                 the writer of the row's last scale
+//                                 (storeScale).
+// zeroPadding() is both over the whole view.
 // ---------------------------------------------------------------------------
 
 /// Rows tiles of `tileRows` rows a launch over `v` covers: the tiles holding
-/// its rows, and one for its padding slots when it has any.
+/// its rows, and one for its padding rows when it has any.
 template <class T, class Layout>
 FP8SCALE_HOST_DEVICE constexpr index_t paddedRowTiles(const ScaleView<T, Layout>& v, index_t tileRows) {
-  return (v.rows() + tileRows - 1) / tileRows + (v.hasPadding() ? 1 : 0);
+  return (v.rows() + tileRows - 1) / tileRows + (v.hasPaddingRows() ? 1 : 0);
 }
 
 /// Whether the row tile of `tileRows` rows starting at row `tileStart` is the
-/// padding tile of `v` (the one past its rows; only when it has padding).
+/// padding tile of `v` (the one past its rows; only when it has padding rows).
 template <class T, class Layout>
 FP8SCALE_HOST_DEVICE constexpr bool isPaddingTile(const ScaleView<T, Layout>& v, index_t tileStart,
                                                   index_t tileRows) {
-  if constexpr (Layout::kColumnMajor) {
-    return tileStart >= v.rows() && tileStart - v.rows() < tileRows && v.hasPadding();
-  } else {
-    (void)v;
-    (void)tileStart;
-    (void)tileRows;
-    return false;
-  }
+  return tileStart >= v.rows() && tileStart - v.rows() < tileRows && v.hasPaddingRows();
 }
 
-/// Writes 0 to the padding slots M + first, M + first + stride, ... (< ld)
-/// of column g of `v`; nothing for layouts without padding. The threads of
-/// a padding tile split a column's slots between them by `first` and
-/// `stride`.
+/// Writes 0 to the padding slots (M + first, g), (M + first + stride, g), ...
+/// of the rows past M of `v`, and for the last column (g == cols - 1) to the
+/// same rows of the padding columns [cols, paddedCols). The threads of a
+/// padding tile split a column's slots between them by `first` and `stride`.
+/// Nothing for layouts without padding rows.
 template <class T, class Layout>
 FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void writeScalePadding(const ScaleView<T, Layout>& v, index_t g,
                                                                  index_t first, index_t stride) {
-  if constexpr (Layout::kColumnMajor) {
-    for (index_t m = v.rows() + first; m < v.ld(); m += stride) v.data()[v.layout().offset(m, g)] = T(0);  // [G][ld]
-  } else {
-    (void)v;
-    (void)g;
-    (void)first;
-    (void)stride;
+  const detail::PaddedRect p = v.padded();
+  for (index_t m = v.rows() + first; m < p.paddedRows; m += stride) {
+    v(m, g) = T(0);
+    if constexpr (Layout::kGroupAlignment > 1) {
+      if (g + 1 == v.cols())
+        for (index_t c = v.cols(); c < p.paddedCols; ++c) v(m, c) = T(0);
+    }
   }
 }
 
-/// Writes 0 to every padding slot of `v`: the layout's paddingOffset(rows,
-/// cols, i) for i < paddingCount(rows, cols). The host writers' one routine
-/// (the references, materializeHost); nothing for layouts without padding.
-/// The device producers write the same slots of a column-major view with
-/// writeScalePadding(), a column split between the threads of a tile.
+/// Writes 0 to the padding groups [cols, paddedCols) of row m (< M) of `v`:
+/// exponent layouts whose G is not a multiple of 4. Nothing for the fp32
+/// layouts.
+template <class T, class Layout>
+FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void writeRowPadding(const ScaleView<T, Layout>& v, index_t m) {
+  if constexpr (Layout::kGroupAlignment > 1) {
+    const detail::PaddedRect p = v.padded();
+    for (index_t c = v.cols(); c < p.paddedCols; ++c) v(m, c) = T(0);
+  } else {
+    (void)v;
+    (void)m;
+  }
+}
+
+/// Writes 0 to every padding slot of `v`: the host writers' routine (the
+/// references, materializeHost), the device routines over the whole view.
 template <class T, class Layout>
 void zeroPadding(const ScaleView<T, Layout>& v) {
-  const index_t n = v.layout().paddingCount(v.rows(), v.cols());
-  for (index_t i = 0; i < n; ++i) v.data()[v.layout().paddingOffset(v.rows(), v.cols(), i)] = T(0);
+  for (index_t g = 0; g < v.cols(); ++g) writeScalePadding(v, g, 0, 1);
+  for (index_t m = 0; m < v.rows(); ++m) writeRowPadding(v, m);
 }
 
 template <class T, class Layout>

@@ -186,8 +186,8 @@ void checkGroupTilePlan(FuzzedDataProvider& in, const char* fn, index_t rows, in
   facts.smCount = in.ConsumeIntegralInRange<int>(1, 264);
   facts.tileResident = in.ConsumeIntegralInRange<int>(1, 64);
   facts.loopResident = in.ConsumeIntegralInRange<int>(1, 64);
-  const bool padded = scale.hasPadding();
-  const detail::GroupTileLaunch plan = detail::planGroupTile<In>(fn, rows, groups, groupSize, Layout::kColumnMajor, padded,
+  const bool padded = scale.hasPaddingRows();
+  const detail::GroupTileLaunch plan = detail::planGroupTile<In>(fn, rows, groups, groupSize, Layout::kMnMajor, padded,
                                                          smallGridElems, loopWaves, facts);
   const bool work = groups > 0 && (rows > 0 || padded);
   FUZZ_CHECK((plan.kernel == detail::GroupTileKernel::kNone) == !work, "kNone exactly when there is no work");

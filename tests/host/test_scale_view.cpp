@@ -271,8 +271,10 @@ TEST(QuantizedTensor, PerTensorScalePassesThroughUnchanged) {
 // The mapping's padding slots, checked by counting: for each layout that owns
 // its whole span (column-major fp32, the two exponent layouts), every element
 // of [0, requiredSpan) is either the offset of exactly one (m, g) or exactly
-// one padding slot, never both. Extents: the tile and word edges M = 0, 1, 3,
-// 127, 128, 129 and G = 1, 3, 4, 5, 56.
+// one slot of the padded rectangle's padding, never both; and the padding
+// routines (zeroPadding: writeScalePadding over the columns, writeRowPadding
+// over the rows) write exactly those slots. Extents: the tile and word edges
+// M = 0, 1, 3, 127, 128, 129 and G = 1, 3, 4, 5, 56.
 template <class Layout>
 void expectPaddingPartitionsTheSpan(Layout layout, index_t rows, index_t cols) {
   SCOPED_TRACE(::testing::Message() << "rows " << rows << " cols " << cols);
@@ -284,14 +286,22 @@ void expectPaddingPartitionsTheSpan(Layout layout, index_t rows, index_t cols) {
       ASSERT_TRUE(o >= 0 && o < span) << "(" << m << ", " << g << ") at " << o;
       ++scales[static_cast<size_t>(o)];
     }
-  const index_t n = layout.paddingCount(rows, cols);
-  for (index_t i = 0; i < n; ++i) {
-    const index_t o = layout.paddingOffset(rows, cols, i);
+  const detail::PaddedRect rect = layout.padded(rows, cols);
+  for (index_t i = 0; i < rect.count(); ++i) {
+    index_t m = 0, g = 0;
+    rect.slot(i, m, g);
+    const index_t o = layout.offset(m, g);
     ASSERT_TRUE(o >= 0 && o < span) << "padding slot " << i << " at " << o;
     ++padding[static_cast<size_t>(o)];
   }
   for (index_t o = 0; o < span; ++o)
     ASSERT_EQ(scales[static_cast<size_t>(o)] + padding[static_cast<size_t>(o)], 1) << "element " << o;
+
+  using T = typename Layout::Element;
+  std::vector<T> buf(static_cast<size_t>(span), T(7));
+  zeroPadding(ScaleView<T, Layout>::fromValidated(buf.data(), rows, cols, layout));
+  for (index_t o = 0; o < span; ++o)
+    ASSERT_EQ(buf[static_cast<size_t>(o)], padding[static_cast<size_t>(o)] ? T(0) : T(7)) << "element " << o;
 }
 
 TEST(LayoutMapping, PaddingSlotsAreTheAddressedElementsThatHoldNoScale) {
@@ -304,21 +314,37 @@ TEST(LayoutMapping, PaddingSlotsAreTheAddressedElementsThatHoldNoScale) {
       expectPaddingPartitionsTheSpan(PackedUe8m0{PackedUe8m0::minLd(rows, cols) + 8}, rows, cols);
       expectPaddingPartitionsTheSpan(Swizzled128x4::forCols(cols), rows, cols);
     }
-  // Hand-worked: ColMajor{4} of 3 rows and 2 groups pads elements 3 and 7;
-  // PackedUe8m0{4} of 1 row and 5 groups pads, in row 0, groups 5..7 (bytes
-  // 17, 18, 19 of word 4), then rows 1..3 of both word columns (bytes 4..15
-  // and 20..31).
-  EXPECT_EQ(ColMajor{4}.paddingCount(3, 2), 2);
-  EXPECT_EQ(ColMajor{4}.paddingOffset(3, 2, 0), 3);
-  EXPECT_EQ(ColMajor{4}.paddingOffset(3, 2, 1), 7);
-  EXPECT_EQ(PackedUe8m0{4}.paddingCount(1, 5), 32 - 5);
-  EXPECT_EQ(PackedUe8m0{4}.paddingOffset(1, 5, 0), 17);  // row 0, group 5 (byte 1 of word 4)
-  EXPECT_EQ(PackedUe8m0{4}.paddingOffset(1, 5, 3), 4);   // row 1, group 0
-  EXPECT_EQ(Swizzled128x4::forCols(1).paddingCount(1, 1), 512 - 1);
+  // Hand-worked: ColMajor{4} of 3 rows and 2 groups pads row 3 of both
+  // columns (elements 3 and 7); PackedUe8m0{4} of 1 row and 5 groups pads,
+  // in row 0, groups 5..7 (bytes 17, 18, 19 of word 4), then rows 1..3 of
+  // both word columns (bytes 4..15 and 20..31).
+  const auto slot = [](auto layout, index_t rows, index_t cols, index_t i) {
+    index_t m = 0, g = 0;
+    layout.padded(rows, cols).slot(i, m, g);
+    return layout.offset(m, g);
+  };
+  EXPECT_EQ(ColMajor{4}.padded(3, 2).count(), 2);
+  EXPECT_EQ(slot(ColMajor{4}, 3, 2, 0), 3);
+  EXPECT_EQ(slot(ColMajor{4}, 3, 2, 1), 7);
+  EXPECT_EQ(PackedUe8m0{4}.padded(1, 5).count(), 32 - 5);
+  EXPECT_EQ(slot(PackedUe8m0{4}, 1, 5, 0), 17);  // row 0, group 5 (byte 1 of word 4)
+  EXPECT_EQ(slot(PackedUe8m0{4}, 1, 5, 3), 4);   // row 1, group 0
+  EXPECT_EQ(Swizzled128x4::forCols(1).padded(1, 1).count(), 512 - 1);
   // Layouts without padding slots report none.
-  EXPECT_EQ(RowMajor{9}.paddingCount(5, 7), 0);
-  EXPECT_EQ(PerTensor{}.paddingCount(5, 7), 0);
-  EXPECT_EQ(TransposedContiguous{}.paddingCount(5, 7), 0);
+  EXPECT_EQ(RowMajor{9}.padded(5, 7).count(), 0);
+  EXPECT_EQ(PerTensor{}.padded(5, 7).count(), 0);
+  EXPECT_EQ(TransposedContiguous{}.padded(5, 7).count(), 0);
+}
+
+// A broadcast view spans one element whatever its extents: counting its
+// padding must not multiply them (the fuzzer found rows * cols overflowing).
+TEST(LayoutMapping, PaddingCountOfABroadcastViewOfHugeExtentsDoesNotOverflow) {
+  float s = 1.0f;
+  const auto v = perTensorView(&s, index_t{1} << 62, 3);
+  ASSERT_TRUE(v) << v.status().message();
+  EXPECT_EQ(v.value().padded().count(), 0);
+  EXPECT_FALSE(v.value().hasPadding());
+  EXPECT_FALSE(v.value().hasPaddingRows());
 }
 
 TEST(LayoutMapping, ZeroPaddingWritesOnlyThePaddingSlots) {

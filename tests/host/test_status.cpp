@@ -187,7 +187,7 @@ TEST(ScalePadding, APaddedViewHasOnePaddingTilePastItsRows) {
   EXPECT_FALSE(colMajorView(buf, 0, 0, 4).value().hasPadding());  // no columns
   EXPECT_FALSE(rowMajorView(buf, 3, 7).value().hasPadding());
   EXPECT_FALSE(rowMajorView(buf, 3, 7, 9).value().hasPadding());  // a row-major ld > G is no padding
-  EXPECT_EQ(colMajorView(buf, 3, 7, 4).value().layout().paddingRows(3), 1);
+  EXPECT_EQ(colMajorView(buf, 3, 7, 4).value().padded().paddedRows, 4);
 
   const auto padded = colMajorView(buf, 17, 2, 20).value();
   EXPECT_EQ(paddedRowTiles(padded, 8), 4);  // rows 0-7, 8-15, 16; the padding tile at 24

@@ -61,16 +61,21 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float quantizeGroupSlice(float (&v)[kN], st
   return s;
 }
 
-/// Writes scale (m, g) through the view (called by one lane of the group).
-/// evictLast (ScaleStorePolicy::kEvictLast, uniform over the grid):
-/// where FP8SCALE_HAS_L2_CACHE_HINT, the store carries an L2 evict_last
-/// policy; elsewhere it is a plain store. The view must point into global
-/// memory (device, managed, host-mapped or peer allocations; every launcher
-/// passes the caller's scale buffer): the address is converted with
-/// cvta.to.global. Why and what it measured: ScaleStorePolicy.
+/// Writes scale (m, g) through the view (called by one lane of the group),
+/// and after the row's last scale the row's padding groups
+/// (writeRowPadding; exponent layouts only). evictLast
+/// (ScaleStorePolicy::kEvictLast, uniform over the grid): where
+/// FP8SCALE_HAS_L2_CACHE_HINT, the store carries an L2 evict_last policy;
+/// elsewhere it is a plain store. The view must point into global memory
+/// (device, managed, host-mapped or peer allocations; every launcher passes
+/// the caller's scale buffer): the address is converted with cvta.to.global.
+/// Why and what it measured: ScaleStorePolicy.
 template <class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layout>& scale, index_t m, index_t g,
                                                      float s, bool evictLast) {
+  if constexpr (Layout::kGroupAlignment > 1) {
+    if (g + 1 == scale.cols()) writeRowPadding(scale, m);
+  }
   float* const p = &scale(m, g);  // (M, G)
 #if FP8SCALE_HAS_L2_CACHE_HINT
   if (evictLast) {

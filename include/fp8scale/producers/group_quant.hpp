@@ -208,13 +208,13 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
                                                     float eps, int tileRows, int tileGroups, bool scalesEvictLast) {
   constexpr int kLanes = kGroup / kElems;  // threads per group
   static_assert(kGroup % kElems == 0, "a group is a whole number of thread slices");
-  static_assert(Layout::kColumnMajor || !kPadding, "row-major views have no padding slots");
+  static_assert(Layout::kPadsRows || !kPadding, "the layout has no padding rows");
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
   const int slot = static_cast<int>(threadIdx.x) / kLanes;
 
   // Tile coordinates; the scale layout's contiguous dimension is fastest.
   // tileRows and tileGroups are powers of two (chooseTile): mask and shift.
-  constexpr bool kRowsFastest = Layout::kColumnMajor;  // rows are contiguous in [G][ld]
+  constexpr bool kRowsFastest = Layout::kMnMajor;  // rows are contiguous in [G][ld]
   const int r = kRowsFastest ? slot & (tileRows - 1) : slot >> __popc(tileGroups - 1);
   const int c = kRowsFastest ? slot >> __popc(tileRows - 1) : slot & (tileGroups - 1);
   index_t m = static_cast<index_t>(blockIdx.x) * tileRows + r;
@@ -346,8 +346,8 @@ struct GroupTileLaunch {
 };
 
 /// The launch of a group-tile producer over `rows` x `groups` groups of
-/// `groupSize` (both validated), scales column-major when `columnMajor`,
-/// with padding slots when `padded`. `smallGridElems`: the producer's
+/// `groupSize` (both validated), tiled rows-fastest when `rowsFastest` (MN-major scales),
+/// with padding rows when `padded`. `smallGridElems`: the producer's
 /// small-grid width; `loopWaves` > 0: the producer loops on grids of more
 /// than GroupTilePolicy::kLoopFreeMaxWaves x what the device runs at once,
 /// capped at loopWaves x that. `facts` answers sms() (the device's SMs) and
@@ -357,14 +357,14 @@ struct GroupTileLaunch {
 /// occupancy). Pure arithmetic over those answers: the host tests plan with
 /// facts of their own.
 template <class In, class Facts>
-constexpr GroupTileLaunch planGroupTile(const char* fn, index_t rows, index_t groups, int groupSize, bool columnMajor,
+constexpr GroupTileLaunch planGroupTile(const char* fn, index_t rows, index_t groups, int groupSize, bool rowsFastest,
                                         bool padded, int smallGridElems, int loopWaves, const Facts& facts) {
   using Policy = GroupTilePolicy<In>;
   const index_t paddingTiles = padded ? 1 : 0;
   GroupTileLaunch launch;
   if (groups == 0 || (rows == 0 && !padded)) return launch;
   const auto grid = [&](int threads, int elems, index_t targetBlocks, index_t padding) {
-    return groupTileGrid(fn, columnMajor, rows, groups, groupSize, threads, elems, targetBlocks, padding,
+    return groupTileGrid(fn, rowsFastest, rows, groups, groupSize, threads, elems, targetBlocks, padding,
                          Policy::kSectorScales);
   };
   launch = {GroupTileKernel::kTile, Policy::kThreads, Policy::kElems,
@@ -419,17 +419,17 @@ Status launchGroupTile(const char* fn, const Input& in, index_t rows, index_t gr
     using Kernels = KernelFor<decltype(rule), decltype(group)::value>;
     using Policy = GroupTilePolicy<In>;
     using Kernel = decltype(Kernels::template kernel<Policy::kElems, false, false>());
-    const bool padded = scale.hasPadding();
+    const bool padded = scale.hasPaddingRows();
     const auto blockPerTile = [&](auto elems) -> Kernel {  // the kernel of a block per row tile
       constexpr int kElems = decltype(elems)::value;
-      if constexpr (Layout::kColumnMajor) {
+      if constexpr (Layout::kPadsRows) {
         if (padded) return Kernels::template kernel<kElems, false, true>();
       }
       return Kernels::template kernel<kElems, false, false>();
     };
     GroupTileDeviceFacts<In, Kernel> facts{blockPerTile(std::integral_constant<int, Policy::kElems>{}), nullptr};
-    if constexpr (Kernels::kLoops) facts.loop = Kernels::template kernel<Policy::kElems, true, Layout::kColumnMajor>();
-    const GroupTileLaunch plan = planGroupTile<In>(fn, rows, groups, opt.groupSize, Layout::kColumnMajor, padded,
+    if constexpr (Kernels::kLoops) facts.loop = Kernels::template kernel<Policy::kElems, true, Layout::kPadsRows>();
+    const GroupTileLaunch plan = planGroupTile<In>(fn, rows, groups, opt.groupSize, Layout::kMnMajor, padded,
                                                    Kernels::kSmallGridElems, Kernels::kLoops ? loopWaves : 0, facts);
     if (facts.error != kDeviceSuccess) return Status::fromDevice(fn, facts.error);
     if (!plan.grid.status) return plan.grid.status;

@@ -296,7 +296,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
                        ScaleView<float, Layout> scale, float fmax, float eps,
                        bool scalesEvictLast) {
-  static_assert(Layout::kColumnMajor || !kPadding, "row-major views have no padding slots");
+  static_assert(Layout::kPadsRows || !kPadding, "the layout has no padding rows");
   const index_t m = blockIdx.x;
   gridDependencyWait();  // PDL: the previous kernel's writes are visible from here
   allowDependentLaunch();
@@ -368,8 +368,8 @@ Status launchRowBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, Sca
   if (blocks == 0) return Status::ok();
   return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     auto kernel = kernelOf(rule, group, std::false_type{});
-    if constexpr (Layout::kColumnMajor) {
-      if (scale.hasPadding()) kernel = kernelOf(rule, group, std::true_type{});
+    if constexpr (Layout::kPadsRows) {
+      if (scale.hasPaddingRows()) kernel = kernelOf(rule, group, std::true_type{});
     }
     const DeviceError e = launchKernelPdl(opt.programmaticLaunch, kernel, dim3(static_cast<unsigned>(blocks)),
                                           dim3(static_cast<unsigned>(threads)), 0, stream, in, q, scale, fmax,
