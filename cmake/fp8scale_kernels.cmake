@@ -16,10 +16,11 @@
 # One translation unit per producer and input type; RMSNorm quant, whose
 # kernels take the longest to compile, one per input type and fp8 format.
 # One per input type for RMSNorm quant's row loop (on CUDA only the tests
-# launch it), one for materialize, one for the weight block quant, one for
-# the fused allreduce. A library of what the PyTorch ops call alone
-# (OPS_ONLY: the op library as pip builds it) holds the producers and
-# materialize in one unit per input type.
+# launch it), one for materialize, one for group quant into the exponent
+# layouts, one for the weight block quant, one for the fused allreduce. A
+# library of what the PyTorch ops call alone (OPS_ONLY: the op library as
+# pip builds it) holds the producers and materialize in one unit per input
+# type, the exponent layouts with bf16.
 set(_fp8scale_kernel_inputs float BFloat16 Float16)
 set(_fp8scale_kernel_formats E4M3FN E4M3FNUZ)
 
@@ -43,8 +44,9 @@ namespace fp8scale {
   set(${out_var} ${${out_var}} ${file} PARENT_SCOPE)
 endfunction()
 
-# The generated sources, in out_var; ops_only: the producers' and materialize's alone.
-function(_fp8scale_kernel_sources out_var ops_only)
+# The generated sources, in out_var; ops_only: the producers' and materialize's
+# alone; cuda: the CUDA library (the exponent layouts' unit: its list is empty on AMD).
+function(_fp8scale_kernel_sources out_var ops_only cuda)
   set(sources "")
   if(ops_only)
     # The op library as pip builds it, on as few as 2 cores: fewer, larger
@@ -57,6 +59,9 @@ function(_fp8scale_kernel_sources out_var ops_only)
       foreach(producer IN ITEMS GROUP_QUANT SILU_CLAMP_QUANT RMSNORM_QUANT)
         string(APPEND body "FP8SCALE_PRODUCER_INSTANCES(, FP8SCALE_${producer}_INSTANCE, ${input})\n")
       endforeach()
+      if(input STREQUAL "BFloat16")
+        string(APPEND body "FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES()\n")
+      endif()
       if(input STREQUAL "float")
         list(APPEND headers layout_policy.hpp)
         string(APPEND body "FP8SCALE_MATERIALIZE_INSTANCES()\n")
@@ -82,6 +87,10 @@ function(_fp8scale_kernel_sources out_var ops_only)
                           "FP8SCALE_PRODUCER_INSTANCES(, FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCE, ${input})" sources)
   endforeach()
   _fp8scale_kernel_unit(materialize layout_policy.hpp "FP8SCALE_MATERIALIZE_INSTANCES()" sources)
+  if(cuda)
+    _fp8scale_kernel_unit(group_quant_exponents producers/group_quant.hpp "FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES()"
+                          sources)
+  endif()
   _fp8scale_kernel_unit(weight_block_quant consumers/weight_block_quant.hpp "FP8SCALE_WEIGHT_BLOCK_QUANT_INSTANCES()"
                         sources)
   _fp8scale_kernel_unit(allreduce producers/allreduce_rmsnorm_quant.hpp
@@ -108,7 +117,7 @@ function(fp8scale_cuda_kernel_library)
     endif()
     return()  # the test build's library: a superset
   endif()
-  _fp8scale_kernel_sources(sources ${arg_OPS_ONLY})
+  _fp8scale_kernel_sources(sources ${arg_OPS_ONLY} TRUE)
   add_library(fp8scale_kernels STATIC ${sources})
   set_target_properties(fp8scale_kernels PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
                         CUDA_ARCHITECTURES OFF CUDA_VISIBILITY_PRESET hidden FP8SCALE_KERNELS_LANGUAGE CUDA)
@@ -121,7 +130,7 @@ function(fp8scale_hip_kernel_library)
   if(TARGET fp8scale_kernels)
     return()
   endif()
-  _fp8scale_kernel_sources(sources FALSE)
+  _fp8scale_kernel_sources(sources FALSE FALSE)
   set_source_files_properties(${sources} PROPERTIES LANGUAGE CXX)
   add_library(fp8scale_kernels STATIC ${sources})
   target_compile_options(fp8scale_kernels PRIVATE ${FP8SCALE_HIP_FLAGS} -Wall -Wextra -Werror)

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "platform.hpp"
+#include "scale_math.hpp"
 #include "scale_view.hpp"
 #include "status.hpp"
 #include "detail/kernel_instances.hpp"
@@ -233,12 +234,6 @@ Status checkExponentMaterialize(const char* fn, ScaleView<const float, SrcLayout
     return Status::error(StatusCode::kInvalidValue, fn, "dst", "destination overlaps the source; relayout is not in place");
   return Status::ok();
 }
-
-/// The UE8M0 byte of a scale: its biased exponent (the whole scale when it is
-/// a positive normal power of two, isUe8m0Scale).
-FP8SCALE_HOST_DEVICE inline std::uint8_t ue8m0Byte(float s) {
-  return static_cast<std::uint8_t>(bitCast<std::uint32_t>(s) >> 23);
-}
 }  // namespace detail
 
 /// Host relayout of fp32 UE8M0 scales into an exponent layout, the transform
@@ -267,7 +262,7 @@ Status materializeHost(ScaleView<const float, SrcLayout> src, ScaleView<std::uin
                                   "scales)",
                                   src(m, g));
   for (index_t m = 0; m < src.rows(); ++m)
-    for (index_t g = 0; g < src.cols(); ++g) dst(m, g) = detail::ue8m0Byte(src(m, g));
+    for (index_t g = 0; g < src.cols(); ++g) dst(m, g) = ue8m0Exponent(src(m, g));
   zeroPadding(dst);
   return Status::ok();
 }
@@ -376,7 +371,7 @@ namespace detail {
 /// The relayout into an exponent layout: one thread a word of dst, the four
 /// consecutive bytes of groups 4q .. 4q + 3 of row m (both exponent layouts
 /// keep them together and 4-aligned), over dst's padded rectangle, rows
-/// fastest (the packed words are MN-major). Each byte is ue8m0Byte(src(m, g)),
+/// fastest (the packed words are MN-major). Each byte is ue8m0Exponent(src(m, g)),
 /// or 0 for a padding slot.
 constexpr int kExponentMaterializeThreads = 256;
 
@@ -392,7 +387,7 @@ FP8SCALE_GLOBAL void __launch_bounds__(kExponentMaterializeThreads)
   std::uint32_t word = 0;
   if (m < src.rows())
     for (int b = 0; b < 4; ++b)
-      if (g0 + b < src.cols()) word |= static_cast<std::uint32_t>(ue8m0Byte(src(m, g0 + b))) << (8 * b);  // (M, G)
+      if (g0 + b < src.cols()) word |= static_cast<std::uint32_t>(ue8m0Exponent(src(m, g0 + b))) << (8 * b);  // (M, G)
   *reinterpret_cast<std::uint32_t*>(&dst(m, g0)) = word;  // bytes g0 .. g0 + 3 of row m, little-endian
 }
 
@@ -402,9 +397,10 @@ FP8SCALE_GLOBAL void __launch_bounds__(kExponentMaterializeThreads)
 /// kernel version of materializeHost(src, dst), writing every byte of dst's
 /// requiredSpan() (each exponent byte and every padding slot as 0) in one
 /// launch on `stream`. The scales must come from the UE8M0 rule: each byte
-/// is the biased exponent of its scale, which is the scale only for a
-/// positive normal power of two (the host version refuses any other; here
-/// it is not checked, as DeepGEMM's own transform does not).
+/// is ue8m0Exponent of its scale, the scale itself only for a positive
+/// normal power of two (the host version refuses any other; here it is not
+/// checked, as DeepGEMM's own transform does not: any other scale gets the
+/// exponent of the power of two above it).
 /// Errors as materializeHost (extents, overlap), kInvalidShape ('rows')
 /// past one launch, kDeviceError when the launch fails. M == 0: the packed
 /// layout's padding rows [0, ld) are written; nothing else is launched.

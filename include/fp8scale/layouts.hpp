@@ -280,6 +280,7 @@ struct Swizzled128x4 {
   }
   /// No ld: the tiles are packed.
   FP8SCALE_HOST_DEVICE constexpr index_t leadingDim(index_t, index_t) const { return 0; }
+  static constexpr index_t minLd(index_t, index_t) { return 0; }
   /// Bytes addressed: whole tiles, ceil(M / 128) x ceil(G / 4) of them.
   FP8SCALE_HOST_DEVICE constexpr index_t requiredSpan(index_t rows, index_t /*cols*/) const {
     return (rows + kTileRows - 1) / kTileRows * colTiles * kTileBytes;

@@ -61,6 +61,18 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE std::uint8_t ue8m0Exponent(float s) {
   return static_cast<std::uint8_t>(bitCast<std::uint32_t>(ue8m0RoundUp(s)) >> 23);
 }
 
+/// What a scale slot of element type T holds for scale s: the fp32 scale
+/// itself (float slots), or its UE8M0 exponent byte (std::uint8_t slots of
+/// the exponent layouts; s from the UE8M0 rule, where the byte is exact).
+template <class T>
+FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE T encodeScale(float s) {
+  if constexpr (sizeof(T) == 1) {
+    return ue8m0Exponent(s);
+  } else {
+    return s;
+  }
+}
+
 /// IEEE round-to-nearest a / b, also under --use_fast_math on NVIDIA.
 FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE float divRn(float a, float b) {
 #if FP8SCALE_CUDA_DEVICE_PASS

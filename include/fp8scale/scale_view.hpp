@@ -56,6 +56,11 @@ namespace fp8scale {
 template <class T, class Layout>
 class ScaleView;
 
+/// The view a producer writes (M, G) scales through in `Layout`: float slots,
+/// or the UE8M0 exponent bytes of PackedUe8m0 and Swizzled128x4.
+template <class Layout>
+using ScaleOutput = ScaleView<typename Layout::Element, Layout>;
+
 /// A non-owning (rows, cols) = (M, G) view of a scale buffer in `Layout`.
 /// Trivially copyable; pass it to kernels by value. `T` is float for fp32 and
 /// UE8M0-as-fp32 scales, or std::uint8_t for packed UE8M0 exponents.
@@ -373,7 +378,7 @@ struct Fp8Matrix {
 
 /// What a producer returns: fp8 data [M, K] and its scales (M, K / groupSize)
 /// in `ScaleLayout` (groupSize columns per scale; PerTensor: one scale).
-template <class Format, class ScaleLayout, class ScaleT = float>
+template <class Format, class ScaleLayout, class ScaleT = typename ScaleLayout::Element>
 struct QuantizedTensor {
   using format_type = Format;
   using scale_layout = ScaleLayout;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fp8scale/layout_policy.hpp"
+#include "fp8scale/reference/group_quant.hpp"
 #include "fp8scale/scale_view.hpp"
 
 namespace fp8scale {
@@ -143,6 +144,65 @@ TEST_P(ExponentLayouts, MaterializeHostEqualsTheConsumersOwnConstruction) {
 INSTANTIATE_TEST_SUITE_P(Shapes, ExponentLayouts,
                          ::testing::Combine(::testing::Values<index_t>(1, 3, 127, 129),
                                             ::testing::Values<index_t>(1, 3, 4, 5, 56), ::testing::Bool()));
+
+// The host reference writes each exponent layout directly: the same fp8
+// bytes, and the same bytes of the layout (exponents and zero padding, over
+// garbage) as row-major UE8M0 scales relaid by materializeHost. Groups of
+// 128 (DeepGEMM) and 32 (MXFP8); a group size the consumers do not read,
+// or the fp32 rule, is refused by name.
+template <class Layout>
+void expectDirectReferenceEqualsRowMajorPlusMaterialize(index_t M, index_t G, int group) {
+  SCOPED_TRACE(::testing::Message() << "M=" << M << " G=" << G << " group=" << group);
+  const index_t K = G * group;
+  std::vector<BFloat16> x(static_cast<std::size_t>(M * K));
+  for (std::size_t i = 0; i < x.size(); ++i)  // magnitudes over many binades, so the exponents differ
+    x[i] = toBFloat16(std::ldexp(static_cast<float>(static_cast<int>(i * 7919 % 2001) - 1000), static_cast<int>(i / 97 % 40) - 20));
+  const Layout layout = [&] {
+    if constexpr (std::is_same<Layout, PackedUe8m0>::value) return PackedUe8m0{alignUp(M, 4)};
+    else return Swizzled128x4::forCols(G);
+  }();
+  const index_t span = layout.requiredSpan(M, G);
+  alignas(16) static std::uint8_t direct[1 << 16], relaid[1 << 16];
+  ASSERT_LE(span, index_t{1} << 16);
+  std::memset(direct, 0xC3, sizeof direct);
+  std::memset(relaid, 0x5A, sizeof relaid);
+  std::vector<std::uint8_t> q1(static_cast<std::size_t>(M * K) + 1), q2(q1.size());
+  std::vector<float> rowScales(static_cast<std::size_t>(M * G) + 1);
+  const auto rowView = rowMajorView(rowScales.data(), M, G).value();
+  ASSERT_TRUE((reference::groupQuant<E4M3FN, ScaleUE8M0>(x.data(), M, K, K, group, Fp8Matrix<E4M3FN>{q1.data(), M, K, K},
+                                                         rowView)
+                   .isOk()));
+  ASSERT_TRUE(materializeHost(rowView, ScaleView<std::uint8_t, Layout>::make(relaid, M, G, layout).value()).isOk());
+  const auto out = ScaleView<std::uint8_t, Layout>::make(direct, M, G, layout).value();
+  const Status s =
+      reference::groupQuant<E4M3FN, ScaleUE8M0>(x.data(), M, K, K, group, Fp8Matrix<E4M3FN>{q2.data(), M, K, K}, out);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(q1, q2);
+  for (index_t b = 0; b < span; ++b) ASSERT_EQ(direct[b], relaid[b]) << "byte " << b;
+  EXPECT_EQ(direct[span], 0xC3) << "written past the span";
+}
+
+TEST(ExponentLayouts, ReferenceGroupQuantWritesThemDirectly) {
+  for (index_t M : {0, 1, 3, 127, 128, 129})
+    for (index_t G : {1, 3, 4, 5, 56})
+      for (int group : {32, 128}) {
+        expectDirectReferenceEqualsRowMajorPlusMaterialize<PackedUe8m0>(M, G, group);
+        expectDirectReferenceEqualsRowMajorPlusMaterialize<Swizzled128x4>(M, G, group);
+      }
+  alignas(16) static std::uint8_t bytes[512];
+  std::vector<BFloat16> x(64 * 2);
+  std::vector<std::uint8_t> q(x.size());
+  const auto out = packedUe8m0View(bytes, 2, 1).value();
+  Status s = reference::groupQuant<E4M3FN, ScaleUE8M0>(x.data(), 2, 64, 64, 64, Fp8Matrix<E4M3FN>{q.data(), 2, 64, 64},
+                                                       out);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupportedGroupSize);
+  EXPECT_STREQ(s.argument(), "groupSize");
+  s = reference::groupQuant<E4M3FN, ScaleFp32>(x.data(), 2, 64, 64, 32,
+                                               Fp8Matrix<E4M3FN>{q.data(), 2, 64, 64},
+                                               packedUe8m0View(bytes, 2, 2).value());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidValue);
+  EXPECT_STREQ(s.argument(), "rule");
+}
 
 TEST(ExponentLayouts, HandWorkedSmallBuffers) {
   // M = 3, G = 5 packed: 2 word columns of ld = 4 words. Exponent bytes are

@@ -162,16 +162,42 @@ TEST(QuantOptionChecks, ScaleStorePolicyIsCheckedAndOffByDefault) {
   QuantOptions a;
   EXPECT_EQ(a.scaleStore, ScaleStorePolicy::kEvictNormal);
   EXPECT_FALSE(detail::storesScalesEvictLast(a.scaleStore));
-  EXPECT_TRUE(detail::checkProducerOptions<E4M3FN>("f", a, fmax).isOk());
+  EXPECT_TRUE((detail::checkProducerOptions<E4M3FN, RowMajor>("f", a, fmax).isOk()));
   a.scaleStore = ScaleStorePolicy::kEvictLast;
   EXPECT_TRUE(detail::storesScalesEvictLast(a.scaleStore));
-  EXPECT_TRUE(detail::checkProducerOptions<E4M3FN>("f", a, fmax).isOk());
+  EXPECT_TRUE((detail::checkProducerOptions<E4M3FN, RowMajor>("f", a, fmax).isOk()));
   a.scaleStore = static_cast<ScaleStorePolicy>(2);
-  const Status bad = detail::checkProducerOptions<E4M3FN>("f", a, fmax);
+  const Status bad = detail::checkProducerOptions<E4M3FN, RowMajor>("f", a, fmax);
   EXPECT_EQ(bad.code(), StatusCode::kInvalidValue);
   EXPECT_STREQ(bad.argument(), "scaleStore");
   a.eps = 0.0f;  // the shared checks come first
-  EXPECT_STREQ(detail::checkProducerOptions<E4M3FN>("f", a, fmax).argument(), "eps");
+  EXPECT_STREQ((detail::checkProducerOptions<E4M3FN, RowMajor>("f", a, fmax).argument()), "eps");
+}
+
+// The exponent layouts hold a power of two's exponent byte alone: a producer
+// writing them takes the UE8M0 rule and the group sizes of their consumers
+// (32: MXFP8; 128: DeepGEMM's SM100 activations), and refuses the rest by
+// name; the fp32 layouts take every rule and group size.
+TEST(QuantOptionChecks, ExponentLayoutsTakeTheUe8m0RuleAndGroupsOf32Or128) {
+  float fmax = 0.0f;
+  QuantOptions o;
+  o.rule = ScaleRule::kUE8M0;
+  for (int group : {32, 128}) {
+    o.groupSize = group;
+    EXPECT_TRUE((detail::checkProducerOptions<E4M3FN, PackedUe8m0>("f", o, fmax).isOk())) << group;
+    EXPECT_TRUE((detail::checkProducerOptions<E4M3FN, Swizzled128x4>("f", o, fmax).isOk())) << group;
+  }
+  o.groupSize = 64;
+  Status s = detail::checkProducerOptions<E4M3FN, Swizzled128x4>("f", o, fmax);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupportedGroupSize);
+  EXPECT_STREQ(s.argument(), "groupSize");
+  EXPECT_TRUE((detail::checkProducerOptions<E4M3FN, ColMajor>("f", o, fmax).isOk()));
+  o.groupSize = 128;
+  o.rule = ScaleRule::kFp32;
+  s = detail::checkProducerOptions<E4M3FN, PackedUe8m0>("f", o, fmax);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidValue);
+  EXPECT_STREQ(s.argument(), "rule");
+  EXPECT_TRUE((detail::checkProducerOptions<E4M3FN, RowMajor>("f", o, fmax).isOk()));
 }
 
 // Padding slots belong to the column-major layout: a view has them when

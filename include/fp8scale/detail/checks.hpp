@@ -17,6 +17,13 @@ FP8SCALE_HOST_DEVICE constexpr bool isSupportedGroupSize(int groupSize) {
   return groupSize == 32 || groupSize == 64 || groupSize == 128;
 }
 
+/// Group sizes the exponent layouts (PackedUe8m0, Swizzled128x4) take: 32
+/// (MXFP8: cuBLASLt VEC32_UE8M0, CUTLASS block-scaled SM100) and 128
+/// (DeepGEMM's SM100 1 x 128 activation scales).
+FP8SCALE_HOST_DEVICE constexpr bool isExponentLayoutGroupSize(int groupSize) {
+  return groupSize == 32 || groupSize == 128;
+}
+
 namespace detail {
 
 /// 2^-126, the smallest normal fp32 value: the floor of eps / fmax.
@@ -89,9 +96,9 @@ struct QuantArgs {
   static constexpr index_t kUnsetSpan = -2;
 };
 
-/// Fills the scale fields of `a` from a RowMajor or ColMajor view.
-template <class Layout>
-void setScale(QuantArgs& a, const ScaleView<float, Layout>& scale) {
+/// Fills the scale fields of `a` from a producer's scale view.
+template <class T, class Layout>
+void setScale(QuantArgs& a, const ScaleView<T, Layout>& scale) {
   a.scale = scale.data();
   a.scaleRows = scale.rows();
   a.scaleCols = scale.cols();
@@ -101,9 +108,9 @@ void setScale(QuantArgs& a, const ScaleView<float, Layout>& scale) {
 
 /// QuantArgs of a producer writing q and scale from an input of `rows` x
 /// `cols` elements of `inputBytes` with row stride `ldx`.
-template <class Format, class Layout>
+template <class Format, class T, class Layout>
 QuantArgs quantArgs(const void* x, index_t rows, index_t cols, index_t ldx, int inputBytes, const Fp8Matrix<Format>& q,
-                    const ScaleView<float, Layout>& scale, int groupSize) {
+                    const ScaleView<T, Layout>& scale, int groupSize) {
   QuantArgs a;
   a.x = x;
   a.rows = rows;

@@ -21,10 +21,12 @@
 // that no list covers (another input type, a detail:: launcher with its own
 // tuning) is instantiated where it is made either way.
 //
-// Macros only, no include: the lists name fp8scale's types unqualified and
-// are expanded inside namespace fp8scale, where the headers that use them
-// have declared those types.
+// Macros only: the lists name fp8scale's types unqualified and are expanded
+// inside namespace fp8scale, where the headers that use them have declared
+// those types. platform.hpp says which GPU platform a list is for.
 #pragma once
+
+#include "../platform.hpp"
 
 /// One producer's instantiation, for fp8 `Format`, scale `Layout` and input
 /// `In`: PREFIX is empty (a definition) or `extern` (a declaration).
@@ -35,7 +37,7 @@
 /// CUDA library for the launchers alone can leave it out.
 #define FP8SCALE_GROUP_QUANT_INSTANCE(PREFIX, Format, Layout, In)                                                   \
   PREFIX template Result<QuantizedTensor<Format, Layout>> groupQuant<Format, Layout, In>(                          \
-      const GroupQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, Stream);
+      const GroupQuantInput<In>&, Fp8Matrix<Format>, ScaleOutput<Layout>, const QuantOptions&, Stream);
 #define FP8SCALE_SILU_CLAMP_QUANT_INSTANCE(PREFIX, Format, Layout, In)                                              \
   PREFIX template Result<QuantizedTensor<Format, Layout>> siluClampQuant<Format, Layout, In>(                      \
       const SiluClampInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, Stream);
@@ -72,7 +74,21 @@
 /// from either layout; the block quant of bf16 weights into e4m3fn (the GEMM
 /// consumer's callers); the fused allreduce of bf16 into e4m3fn (its tests,
 /// benchmark and fp8scale-allreduce-ranks).
-#define FP8SCALE_GROUP_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_GROUP_QUANT_INSTANCE)
+#define FP8SCALE_GROUP_QUANT_INSTANCES(PREFIX)                                                                      \
+  FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_GROUP_QUANT_INSTANCE)                                                   \
+  FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES(PREFIX)
+/// Group quant into the exponent layouts, for their NVIDIA consumers (SM100
+/// DeepGEMM, cuBLASLt / CUTLASS MXFP8): bf16 into e4m3fn (the PyTorch op and
+/// the tests; the kernels of the UE8M0 rule and group sizes 32 and 128
+/// alone, dispatchRuleAndGroup). Empty on AMD, whose MX GEMMs read other
+/// layouts: a HIP call is instantiated where it is made.
+#if defined(FP8SCALE_PLATFORM_CUDA)
+#define FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES(PREFIX)                                                             \
+  FP8SCALE_GROUP_QUANT_INSTANCE(PREFIX, E4M3FN, PackedUe8m0, BFloat16)                                              \
+  FP8SCALE_GROUP_QUANT_INSTANCE(PREFIX, E4M3FN, Swizzled128x4, BFloat16)
+#else
+#define FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES(PREFIX)
+#endif
 #define FP8SCALE_SILU_CLAMP_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_SILU_CLAMP_QUANT_INSTANCE)
 #define FP8SCALE_RMSNORM_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_RMSNORM_QUANT_INSTANCE)
 #define FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCES(PREFIX)                                                           \

@@ -26,17 +26,24 @@ using ScaleLayoutFor = std::conditional_t<TRANSPOSE_SCALE, ColMajor, RowMajor>;
 namespace detail {
 
 /// Calls f(Rule{}, std::integral_constant<int, kGroup>{}) for the runtime
-/// rule and group size (both already validated).
-template <class F>
+/// rule and group size (both already validated). kExponentLayout: the UE8M0
+/// rule and group sizes 32 and 128 alone are compiled (the exponent layouts,
+/// whose checks refuse the rest: isExponentLayoutGroupSize).
+template <bool kExponentLayout = false, class F>
 inline Status dispatchRuleAndGroup(ScaleRule rule, int groupSize, F&& f) {
   auto byGroup = [&](auto ruleTag) {
-    switch (groupSize) {
-      case 32: return f(ruleTag, std::integral_constant<int, 32>{});
-      case 64: return f(ruleTag, std::integral_constant<int, 64>{});
-      default: return f(ruleTag, std::integral_constant<int, 128>{});
+    if (groupSize == 32) return f(ruleTag, std::integral_constant<int, 32>{});
+    if constexpr (!kExponentLayout) {
+      if (groupSize == 64) return f(ruleTag, std::integral_constant<int, 64>{});
     }
+    return f(ruleTag, std::integral_constant<int, 128>{});
   };
-  return rule == ScaleRule::kUE8M0 ? byGroup(ScaleUE8M0{}) : byGroup(ScaleFp32{});
+  if constexpr (kExponentLayout) {
+    (void)rule;
+    return byGroup(ScaleUE8M0{});
+  } else {
+    return rule == ScaleRule::kUE8M0 ? byGroup(ScaleUE8M0{}) : byGroup(ScaleFp32{});
+  }
 }
 
 #if defined(FP8SCALE_HAS_DEVICE)
@@ -61,34 +68,43 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float quantizeGroupSlice(float (&v)[kN], st
   return s;
 }
 
-/// Writes scale (m, g) through the view (called by one lane of the group),
-/// and after the row's last scale the row's padding groups
-/// (writeRowPadding; exponent layouts only). evictLast
+/// Writes scale (m, g) through the view (called by one lane of the group):
+/// the fp32 scale, or its UE8M0 exponent byte (encodeScale); with the row's
+/// last scale, the row's padding groups (writeRowPadding; exponent layouts
+/// only). evictLast
 /// (ScaleStorePolicy::kEvictLast, uniform over the grid): where
 /// FP8SCALE_HAS_L2_CACHE_HINT, the store carries an L2 evict_last policy;
 /// elsewhere it is a plain store. The view must point into global memory
 /// (device, managed, host-mapped or peer allocations; every launcher passes
 /// the caller's scale buffer): the address is converted with cvta.to.global.
 /// Why and what it measured: ScaleStorePolicy.
-template <class Layout>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<float, Layout>& scale, index_t m, index_t g,
+template <class T, class Layout>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<T, Layout>& scale, index_t m, index_t g,
                                                      float s, bool evictLast) {
   if constexpr (Layout::kGroupAlignment > 1) {
     if (g + 1 == scale.cols()) writeRowPadding(scale, m);
   }
-  float* const p = &scale(m, g);  // (M, G)
+  T* const p = &scale(m, g);  // (M, G)
 #if FP8SCALE_HAS_L2_CACHE_HINT
   if (evictLast) {
-    asm volatile(
-        "{\n\t.reg .b64 policy;\n\tcreatepolicy.fractional.L2::evict_last.b64 policy, 1.0;\n\t"
-        "st.global.L2::cache_hint.f32 [%0], %1, policy;\n\t}" ::"l"(__cvta_generic_to_global(p)),
-        "f"(s)
-        : "memory");
+    if constexpr (sizeof(T) == 1) {
+      asm volatile(
+          "{\n\t.reg .b64 policy;\n\tcreatepolicy.fractional.L2::evict_last.b64 policy, 1.0;\n\t"
+          "st.global.L2::cache_hint.u8 [%0], %1, policy;\n\t}" ::"l"(__cvta_generic_to_global(p)),
+          "h"(static_cast<unsigned short>(encodeScale<T>(s)))
+          : "memory");
+    } else {
+      asm volatile(
+          "{\n\t.reg .b64 policy;\n\tcreatepolicy.fractional.L2::evict_last.b64 policy, 1.0;\n\t"
+          "st.global.L2::cache_hint.f32 [%0], %1, policy;\n\t}" ::"l"(__cvta_generic_to_global(p)),
+          "f"(s)
+          : "memory");
+    }
     return;
   }
 #endif
   (void)evictLast;
-  *p = s;
+  *p = encodeScale<T>(s);
 }
 
 #endif  // FP8SCALE_HAS_DEVICE

@@ -6,8 +6,9 @@
 // groupSize columns into q[M, K] (fp8, row stride ldq) and one scale per
 // (row, group) written through a ScaleView: RowMajor{ld} when TRANSPOSE_SCALE
 // is false, ColMajor{ld} (the consumer's [G][ld] bytes, padding slots zeroed)
-// when it is true. One kernel body serves both; it indexes only through the
-// view. Numerics: docs/numerics.md; bit-identical to reference::groupQuant.
+// when it is true, or the UE8M0 exponent bytes of PackedUe8m0 /
+// Swizzled128x4. One kernel body serves every layout; it indexes only
+// through the view's mapping. Numerics: docs/numerics.md; bit-identical to reference::groupQuant.
 //
 // Work mapping: a thread owns 32 contiguous input bytes of one group (two
 // 16-byte loads: 16 bf16/fp16 or 8 fp32 values), so a group of 128 bf16 is 8
@@ -193,18 +194,19 @@ struct PlainLoad {
 /// it quantizes the current one, so its loads overlap the reduction and the
 /// stores. (Two slices a thread converted to fp32 up front measured 6-12%
 /// slower on the H200: 59-63 registers halve the resident warps.) Padding
-/// slots of a column-major view: the row tile past the rows
-/// (paddedRowTiles) writes them, each of its (row, lane) threads a slot of
-/// its column as a tile's threads are mapped to its scales; with kLoop the
-/// block whose loop reaches that tile does. kPadding: the kernel carries that
-/// code (the launch's view has padding slots, or a column-major kernel
-/// loops); kernels for views without padding slots carry none of it, since
+/// rows of a view (column-major rows [M, ld), the exponent layouts' rounded
+/// up rows): the row tile past the rows (paddedRowTiles) writes them, each
+/// of its (row, lane) threads a slot of its column as a tile's threads are
+/// mapped to its scales; with kLoop the block whose loop reaches that tile
+/// does. kPadding: the kernel carries that code (the launch's view has
+/// padding rows, or a kernel for a layout with padding rows loops); kernels
+/// for views without padding rows carry none of it, since
 /// its presence alone cost 1-11% at M <= 512 on the H200 (SiLU-clamp quant,
 /// column-major, M = 1: 1.17 against 1.05 us a call). scalesEvictLast:
 /// storeScale's L2 policy (ScaleStorePolicy resolved).
 template <class Format, class Rule, int kGroup, int kElems, bool kLoop, bool kPadding, class Load, class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t rows, index_t groups,
-                                                    Fp8Matrix<Format> q, ScaleView<float, Layout> scale, float fmax,
+                                                    Fp8Matrix<Format> q, ScaleOutput<Layout> scale, float fmax,
                                                     float eps, int tileRows, int tileGroups, bool scalesEvictLast) {
   constexpr int kLanes = kGroup / kElems;  // threads per group
   static_assert(kGroup % kElems == 0, "a group is a whole number of thread slices");
@@ -270,7 +272,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void groupTile(const Load& load, index_t ro
 template <class In, class Format, class Rule, int kGroup, class Layout, int kElems, bool kLoop, bool kPadding>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     groupQuantKernel(GroupQuantInput<In> in, Fp8Matrix<Format> q,
-                     ScaleView<float, Layout> scale, float fmax, float eps, int tileRows,
+                     ScaleOutput<Layout> scale, float fmax, float eps, int tileRows,
                      int tileGroups, bool scalesEvictLast) {
   groupTile<Format, Rule, kGroup, kElems, kLoop, kPadding>(PlainLoad<In>{in}, in.rows, in.cols() / kGroup, q, scale,
                                                            fmax, eps, tileRows, tileGroups, scalesEvictLast);
@@ -413,9 +415,9 @@ struct GroupTileDeviceFacts {
 /// Nothing is launched for an empty plan.
 template <class In, template <class, int> class KernelFor, class Input, class Format, class Layout>
 Status launchGroupTile(const char* fn, const Input& in, index_t rows, index_t groups, Fp8Matrix<Format> q,
-                       ScaleView<float, Layout> scale, float fmax, const QuantOptions& opt, Stream stream,
+                       ScaleOutput<Layout> scale, float fmax, const QuantOptions& opt, Stream stream,
                        int loopWaves) {
-  return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
+  return dispatchRuleAndGroup<Layout::kExponentBytes>(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     using Kernels = KernelFor<decltype(rule), decltype(group)::value>;
     using Policy = GroupTilePolicy<In>;
     using Kernel = decltype(Kernels::template kernel<Policy::kElems, false, false>());
@@ -456,7 +458,7 @@ Status launchGroupTile(const char* fn, const Input& in, index_t rows, index_t gr
 template <class In, template <class, int> class KernelFor, class Input, class Format, class Layout>
 Result<QuantizedTensor<Format, Layout>> runGroupTileProducer(const char* fn, const Input& in, index_t rows,
                                                              index_t groups, Fp8Matrix<Format> q,
-                                                             ScaleView<float, Layout> scale, const QuantOptions& opt,
+                                                             ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                              float fmax, int loopWaves, Stream stream) {
   if (Status s = launchGroupTile<In, KernelFor>(fn, in, rows, groups, q, scale, fmax, opt, stream, loopWaves); !s)
     return s;
@@ -473,7 +475,13 @@ Result<QuantizedTensor<Format, Layout>> runGroupTileProducer(const char* fn, con
 ///
 /// @tparam Format  E4M3FN or E4M3FNUZ
 /// @tparam Layout  RowMajor (TRANSPOSE_SCALE = false) or ColMajor
-///                 (TRANSPOSE_SCALE = true: [G][ld] bytes, padding zeroed)
+///                 (TRANSPOSE_SCALE = true: [G][ld] bytes, padding zeroed);
+///                 or an exponent layout, PackedUe8m0 (DeepGEMM's int32
+///                 words on SM100) or Swizzled128x4 (the 128 x 4 tiles of
+///                 Blackwell block-scaled MMA), of std::uint8_t views: the
+///                 UE8M0 byte of each scale and every padding byte 0, with
+///                 opt.rule kUE8M0 (the same bytes as RowMajor emission
+///                 followed by materialize, in one launch)
 /// @tparam In      float, BFloat16 or Float16
 /// @param in     x[M, K] or x[M, H, D]; x, row and head strides 16-byte aligned
 /// @param q      fp8 output [M, K], row stride q.ld; pointer and ld aligned to
@@ -482,16 +490,17 @@ Result<QuantizedTensor<Format, Layout>> runGroupTileProducer(const char* fn, con
 /// @param scale  (M, K / groupSize) view of device memory
 /// @return the QuantizedTensor {q, scale}: the producer's own buffers, no copy.
 /// Errors (nothing is launched): kUnsupportedGroupSize, kInvalidShape (K % group,
-/// extents), kLdTooSmall, kNullPointer, kMisaligned, kInvalidValue (fmax, eps, rule, scaleStore),
+/// extents), kLdTooSmall, kNullPointer, kMisaligned, kInvalidValue (fmax, eps,
+/// rule: unknown, or not kUE8M0 for an exponent layout; scaleStore),
 /// kDeviceError (launch). M == 0 is valid: a column-major view with ld > 0 is
 /// then all padding, which the producer's padding tile writes (the only work
 /// launched); otherwise nothing is launched.
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> groupQuant(const GroupQuantInput<In>& in, Fp8Matrix<Format> q,
-                                                   ScaleView<float, Layout> scale, const QuantOptions& opt,
+                                                   ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                    Stream stream) {
-  static_assert(Layout::kStridedScales,
-                "producers write RowMajor or ColMajor scales");
+  static_assert(Layout::kStridedScales || Layout::kExponentBytes,
+                "group quant writes RowMajor, ColMajor, PackedUe8m0 or Swizzled128x4 scales");
   float fmax = 0.0f;
   if (Status s = detail::checkGroupQuant("groupQuant", in, q, scale, opt, fmax); !s) return s;
   return detail::runGroupTileProducer<In, detail::GroupQuantKernelFor<In, Format, Layout>::template Of>(

@@ -54,7 +54,7 @@ struct SiluClampLoad {
 template <class In, class Format, class Rule, int kGroup, class Layout, int kElems, bool kPadding>
 FP8SCALE_GLOBAL void __launch_bounds__(GroupTilePolicy<In>::kThreads)
     siluClampQuantKernel(SiluClampInput<In> in, Fp8Matrix<Format> q,
-                         ScaleView<float, Layout> scale, float fmax, float eps,
+                         ScaleOutput<Layout> scale, float fmax, float eps,
                          int tileRows, int tileGroups, bool scalesEvictLast) {
   groupTile<Format, Rule, kGroup, kElems, /*kLoop*/ false, kPadding>(SiluClampLoad<In>{in}, in.rows,
                                                                      in.intermediate / kGroup, q, scale, fmax, eps,
@@ -90,7 +90,7 @@ struct SiluClampQuantKernelFor {
 /// kInvalidValue ('limit' NaN). M == 0 as groupQuant().
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q,
-                                                       ScaleView<float, Layout> scale, const QuantOptions& opt,
+                                                       ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                        Stream stream) {
   static_assert(Layout::kStridedScales,
                 "producers write RowMajor or ColMajor scales");

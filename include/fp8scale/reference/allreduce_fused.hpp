@@ -90,7 +90,7 @@ Status allreduceRmsNormQuant(const std::vector<const In*>& partials, const RmsNo
   RmsNormQuantInput<In> first = in;
   first.x = partials[0];
   float checkedFmax = 0.0f;
-  if (Status s = detail::checkRmsNormQuant(fn, first, q, scale, referenceOptions(groupSize, fmax, eps), checkedFmax);
+  if (Status s = detail::checkRmsNormQuant(fn, first, q, scale, referenceOptions<Rule>(groupSize, fmax, eps), checkedFmax);
       !s) {
     // in.x is not read: what the checks say of x (its alignment) is said of partials[0].
     if (std::strcmp(s.argument(), "x") == 0)

@@ -37,7 +37,7 @@ constexpr double kRmsNormMaxScaleRel = 1.0 / (1 << 16);
 template <class Format, class Rule, class In, class Layout>
 Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                       int groupSize, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
-  const QuantOptions opt = referenceOptions(groupSize, fmax, eps);
+  const QuantOptions opt = referenceOptions<Rule>(groupSize, fmax, eps);
   float checkedFmax = 0.0f;
   if (Status s = detail::checkSiluClampQuant("reference::siluClampQuant", in, q, scale, opt, checkedFmax); !s)
     return s;
@@ -61,7 +61,7 @@ Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleVi
 template <class Format, class Rule, class In, class Layout>
 Status rmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
                     int groupSize, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
-  const QuantOptions opt = referenceOptions(groupSize, fmax, eps);
+  const QuantOptions opt = referenceOptions<Rule>(groupSize, fmax, eps);
   float checkedFmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant("reference::rmsNormQuant", in, q, scale, opt, checkedFmax); !s) return s;
   std::vector<float> h(static_cast<std::size_t>(in.cols));

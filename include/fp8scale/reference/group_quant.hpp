@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "../detail/checks.hpp"
@@ -35,9 +36,11 @@ float quantizeGroup(const float* v, int n, std::uint8_t* q, float fmax, float ep
 
 /// The launcher options the references check their arguments with, so that a
 /// reference refuses exactly what its launcher refuses, with the same message
-/// (the function named "reference::...").
-inline QuantOptions referenceOptions(int groupSize, float fmax, float eps) {
+/// (the function named "reference::..."), for scales of `Rule`.
+template <class Rule>
+QuantOptions referenceOptions(int groupSize, float fmax, float eps) {
   QuantOptions opt;
+  opt.rule = std::is_same<Rule, ScaleUE8M0>::value ? ScaleRule::kUE8M0 : ScaleRule::kFp32;
   opt.groupSize = groupSize;
   opt.fmax = fmax;
   opt.eps = eps;
@@ -46,7 +49,9 @@ inline QuantOptions referenceOptions(int groupSize, float fmax, float eps) {
 
 /// Per-token-group quantization of x[M, K] (row stride ldx) into
 /// q[M, K] (row stride q.ld, bytes) and scale (M, K / groupSize) in any
-/// RowMajor / ColMajor layout. `InT` is float, BFloat16 or Float16.
+/// RowMajor / ColMajor layout, or as the UE8M0 exponent bytes of a
+/// PackedUe8m0 / Swizzled128x4 view (Rule ScaleUE8M0, group size 32 or 128),
+/// padding slots 0. `InT` is float, BFloat16 or Float16.
 ///
 /// @param fmax  the largest magnitude after scaling, in (0, Format::kMax]:
 ///              Format::kMax by default, 0 selects it too (some engines pass
@@ -58,10 +63,10 @@ inline QuantOptions referenceOptions(int groupSize, float fmax, float eps) {
 /// with the function named "reference::groupQuant".
 template <class Format, class Rule, class InT, class Layout>
 Status groupQuant(const InT* x, index_t M, index_t K, index_t ldx, int groupSize, Fp8Matrix<Format> q,
-                  ScaleView<float, Layout> scale, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
+                  ScaleOutput<Layout> scale, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
   float checkedFmax = 0.0f;
   const Status s = detail::checkGroupQuant("reference::groupQuant", GroupQuantInput<InT>::matrix(x, M, K, ldx), q,
-                                           scale, referenceOptions(groupSize, fmax, eps), checkedFmax);
+                                           scale, referenceOptions<Rule>(groupSize, fmax, eps), checkedFmax);
   if (!s) return s;
   fmax = checkedFmax;
   std::vector<float> v(static_cast<std::size_t>(groupSize));
@@ -69,7 +74,8 @@ Status groupQuant(const InT* x, index_t M, index_t K, index_t ldx, int groupSize
     for (index_t g = 0; g < K / groupSize; ++g) {
       const InT* src = x + m * ldx + g * groupSize;
       for (int i = 0; i < groupSize; ++i) v[i] = toFloat(src[i]);
-      scale(m, g) = quantizeGroup<Format, Rule>(v.data(), groupSize, &q(m, g * groupSize), fmax, eps);
+      scale(m, g) = encodeScale<typename Layout::Element>(
+          quantizeGroup<Format, Rule>(v.data(), groupSize, &q(m, g * groupSize), fmax, eps));
     }
   }
   zeroPadding(scale);

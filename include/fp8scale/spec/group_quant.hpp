@@ -54,8 +54,8 @@ constexpr index_t kMaxHeadMajorCols = 2147483647;
 /// strides, the fp8 output's extents, then checkQuantArgs.
 template <class Format, class In, class Layout>
 Status checkGroupQuant(const char* fn, const GroupQuantInput<In>& in, const Fp8Matrix<Format>& q,
-                       const ScaleView<float, Layout>& scale, const QuantOptions& opt, float& fmax) {
-  if (Status s = checkProducerOptions<Format>(fn, opt, fmax); !s) return s;
+                       const ScaleOutput<Layout>& scale, const QuantOptions& opt, float& fmax) {
+  if (Status s = checkProducerOptions<Format, Layout>(fn, opt, fmax); !s) return s;
   if (in.heads < 1) return Status::error(StatusCode::kInvalidShape, fn, "heads", "must be >= 1", in.heads);
   // A matrix input (H = 1) names its column count K, as the caller passed it.
   if (in.headDim < 0)

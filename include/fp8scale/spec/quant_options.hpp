@@ -57,11 +57,21 @@ struct QuantOptions {
 };
 
 namespace detail {
-/// The options of a producer call: checkQuantOptions (fmax, eps, rule), and
-/// a known scaleStore (kInvalidValue naming it otherwise).
-template <class Format>
+/// The options of a producer call writing scales in `Layout`:
+/// checkQuantOptions (fmax, eps, rule), the UE8M0 rule and a group size of
+/// 32 or 128 for the exponent layouts (their bytes hold a power of two's
+/// exponent alone; isExponentLayoutGroupSize), and a known
+/// scaleStore (kInvalidValue naming the option otherwise).
+template <class Format, class Layout>
 inline Status checkProducerOptions(const char* fn, const QuantOptions& o, float& fmax) {
   if (Status s = checkQuantOptions<Format>(fn, o, fmax); !s) return s;
+  if (Layout::kExponentBytes && o.rule != ScaleRule::kUE8M0)
+    return Status::error(StatusCode::kInvalidValue, fn, "rule",
+                         "exponent scale layouts (PackedUe8m0, Swizzled128x4) hold UE8M0 scales: use kUE8M0",
+                         static_cast<int>(o.rule));
+  if (Layout::kExponentBytes && isSupportedGroupSize(o.groupSize) && !isExponentLayoutGroupSize(o.groupSize))
+    return Status::error(StatusCode::kUnsupportedGroupSize, fn, "groupSize",
+                         "exponent scale layouts take group sizes 32 (MXFP8) and 128", o.groupSize);
   if (o.scaleStore != ScaleStorePolicy::kEvictNormal && o.scaleStore != ScaleStorePolicy::kEvictLast)
     return Status::error(StatusCode::kInvalidValue, fn, "scaleStore", "unknown scale store policy",
                          static_cast<int>(o.scaleStore));

@@ -63,7 +63,7 @@ namespace detail {
 template <class Format, class In, class Layout>
 Status checkSiluClampQuant(const char* fn, const SiluClampInput<In>& in, const Fp8Matrix<Format>& q,
                            const ScaleView<float, Layout>& scale, const QuantOptions& opt, float& fmax) {
-  if (Status s = checkProducerOptions<Format>(fn, opt, fmax); !s) return s;
+  if (Status s = checkProducerOptions<Format, Layout>(fn, opt, fmax); !s) return s;
   if (in.intermediate < 0)
     return Status::error(StatusCode::kInvalidShape, fn, "intermediate", "extent is negative", in.intermediate);
   if (spanMul(2, in.intermediate) < 0)
