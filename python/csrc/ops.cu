@@ -35,7 +35,10 @@ namespace {
 
 /// x (M, K) with contiguous rows, or (M, H, D) with stride(2) == 1 and free
 /// token and head strides; q (M, K) or (M, H, D) with contiguous rows;
-/// scale (M, K / group_size), row-major or column-major (scaleArg).
+/// scale (M, K / group_size) float32, row-major or column-major (scaleArg),
+/// or DeepGEMM's packed UE8M0 int32 words (packedUe8m0Arg; bfloat16 x into
+/// float8_e4m3fn, scale_ue8m0 and groups of 32 or 128: the library's
+/// instantiation for SM100 consumers).
 void groupQuantOp(Tensor x, Tensor q, Tensor scale, int64_t groupSize, bool scaleUe8m0, double fmax, double eps,
                   bool enablePdl) {
   constexpr const char* kOp = "group_quant";
@@ -55,22 +58,34 @@ void groupQuantOp(Tensor x, Tensor q, Tensor scale, int64_t groupSize, bool scal
     expectShape(kOp, "q", q, {M, K});
     ldq = rowStride(kOp, "q", q);
   }
-  const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
-  expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
   const QuantOptions opt = quantOptions(groupSize, scaleUe8m0, fmax, eps, enablePdl);
-  const CurrentStream cs(device);
-  withInputType(kOp, "x", x, [&](auto in) {
+  const auto inputOf = [&](auto in) {
     using In = decltype(in);
     const In* px = static_cast<const In*>(x.data_ptr());
-    GroupQuantInput<In> input;
-    if (x.dim() == 2) {
-      input = GroupQuantInput<In>::matrix(px, M, K, rowStride(kOp, "x", x));
-    } else {
-      if (x.size(2) > 1 && x.stride(2) != 1)
-        fail(kOp, "x", "must have contiguous heads (stride(2) == 1), got strides " + strideString(x));
-      input = GroupQuantInput<In>::headMajor(px, M, x.size(1), x.size(2), M <= 1 ? K : x.stride(0),
-                                             x.size(1) <= 1 ? x.size(2) : x.stride(1));
-    }
+    if (x.dim() == 2) return GroupQuantInput<In>::matrix(px, M, K, rowStride(kOp, "x", x));
+    if (x.size(2) > 1 && x.stride(2) != 1)
+      fail(kOp, "x", "must have contiguous heads (stride(2) == 1), got strides " + strideString(x));
+    return GroupQuantInput<In>::headMajor(px, M, x.size(1), x.size(2), M <= 1 ? K : x.stride(0),
+                                          x.size(1) <= 1 ? x.size(2) : x.stride(1));
+  };
+  if (scale.scalar_type() == ScalarType::Int) {  // the packed UE8M0 words
+    const auto view = packedUe8m0Arg(kOp, "scale", scale, M, G);
+    expectDtype(kOp, "x", x, ScalarType::BFloat16);
+    expectDtype(kOp, "q", q, ScalarType::Float8_e4m3fn);
+    if (!scaleUe8m0) fail(kOp, "scale_ue8m0", "must be True: packed UE8M0 scales (int32) hold UE8M0 exponents");
+    if (!isExponentLayoutGroupSize(static_cast<int>(groupSize)))
+      fail(kOp, "group_size", "= " + std::to_string(groupSize) + ": packed UE8M0 scales take groups of 32 or 128");
+    expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
+    const CurrentStream cs(device);
+    const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, K, ldq};
+    check(kOp, groupQuant(inputOf(BFloat16{}), out, view, opt, cs.stream).status());
+    return;
+  }
+  const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
+  expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
+  const CurrentStream cs(device);
+  withInputType(kOp, "x", x, [&](auto in) {
+    const auto input = inputOf(in);
     withOutputs(kOp, q, M, K, ldq, s,
                 [&](auto out, auto view) { check(kOp, groupQuant(input, out, view, opt, cs.stream).status()); });
   });
@@ -198,23 +213,10 @@ void materializePackedUe8m0Op(Tensor src, Tensor dst) {
   if (src.dim() != 2) fail(kOp, "src", "must be 2-D (M, G), got shape " + shapeString(src));
   const index_t M = src.size(0), G = src.size(1);
   const ScaleArg from = scaleArg(kOp, "src", src, M, G);
-  expectDtype(kOp, "dst", dst, ScalarType::Int);
-  const index_t words = (G + 3) / 4;
-  expectShape(kOp, "dst", dst, {M, words});
-  // With no row, torch's strides of an empty tensor need not be a packed ld:
-  // one that is not a multiple of 4 reads as ld 0 (no padding rows to write).
-  const index_t ld = M == 0 && dst.stride(1) % 4 != 0 ? 0 : dst.stride(1);
-  if ((M > 1 && dst.stride(0) != 1) || ld < alignUp(M, 4) || ld % 4 != 0)
-    fail(kOp, "dst",
-         "has strides " + strideString(dst) + ": expected (1, ld) with ld >= align(M, 4) and a multiple of 4");
+  const auto to = packedUe8m0Arg(kOp, "dst", dst, M, G);
   expectDisjoint(kOp, {{"dst", &dst}}, {{"src", &src}});
-  if (words > 0 && ld > 0) expectStorageHolds(kOp, "dst", dst, words * ld - 1, "its ceil(G / 4) x ld words");
-  auto* bytes = static_cast<std::uint8_t*>(words > 0 && ld > 0 && M == 0 ? blockOf(dst, words, ld).data_ptr()
-                                                                            : dst.data_ptr());
-  auto view = packedUe8m0View(bytes, M, G, ld);
-  check(kOp, view.status());
   const CurrentStream cs(device);
-  withScaleView(kOp, from, [&](auto v) { check(kOp, materialize(v, view.value(), cs.stream)); });
+  withScaleView(kOp, from, [&](auto v) { check(kOp, materialize(v, to, cs.stream)); });
 }
 
 }  // namespace

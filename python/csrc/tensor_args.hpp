@@ -229,6 +229,32 @@ inline ScaleArg scaleArg(const char* op, const char* name, const Tensor& s, inde
   return a;
 }
 
+/// DeepGEMM's packed UE8M0 scales of (M, G) exponents as the library's
+/// byte view: an int32 (M, ceil(G / 4)) tensor with strides (1, ld), ld >=
+/// align(M, 4) and a multiple of 4, whose storage holds its ceil(G / 4) x ld
+/// words (byte g % 4 of word (g / 4) * ld + m is the exponent of s(m, g);
+/// every other byte of the block is padding, written 0).
+inline ScaleView<std::uint8_t, PackedUe8m0> packedUe8m0Arg(const char* op, const char* name, const Tensor& t,
+                                                           index_t M, index_t G) {
+  expectDtype(op, name, t, ScalarType::Int);
+  const index_t words = (G + 3) / 4;
+  expectShape(op, name, t, {M, words});
+  // With no row, torch's strides of an empty tensor need not be a packed ld:
+  // one that is not a multiple of 4 reads as ld 0 (no padding rows to write).
+  const index_t ld = M == 0 && t.stride(1) % 4 != 0 ? 0 : t.stride(1);
+  if ((M > 1 && t.stride(0) != 1) || ld < alignUp(M, 4) || ld % 4 != 0)
+    fail(op, name,
+         "has strides " + strideString(t) + ": expected (1, ld) with ld >= align(M, 4) and a multiple of 4");
+  if (words > 0 && ld > 0) expectStorageHolds(op, name, t, words * ld - 1, "its ceil(G / 4) x ld words");
+  // M == 0: torch gives an empty tensor a null data pointer, but its padding
+  // rows are written; address them through the word block.
+  auto* bytes =
+      static_cast<std::uint8_t*>(words > 0 && ld > 0 && M == 0 ? blockOf(t, words, ld).data_ptr() : t.data_ptr());
+  auto view = packedUe8m0View(bytes, M, G, ld);
+  check(op, view.status());
+  return view.value();
+}
+
 /// Runs f(view) with the scale tensor as a ScaleView<float, RowMajor> or
 /// <float, ColMajor>; a view the library refuses is the op's error.
 template <class F>

@@ -77,9 +77,37 @@ def _check_like_x(op: str, x, tensors) -> None:
             _ops.fail(op, name, f"has dtype {t.dtype}, expected x's dtype {x.dtype}", TypeError)
 
 
-def _scale(op, x, m, cols, group_size, transpose_scale, ld_align, fp8_dtype):
+def _packed_layout(op, scale_layout, transpose_scale, ld_align, scale_ue8m0) -> bool:
+    """Whether `scale_layout` asks for the packed UE8M0 words; "row_major" and
+    "column_major" must agree with transpose_scale."""
+    name = scale_layout.lower() if isinstance(scale_layout, str) else None
+    if name == "packed_ue8m0":
+        if transpose_scale or ld_align != 1:
+            _ops.fail(op, "transpose_scale" if transpose_scale else "ld_align",
+                      "does not apply to scale_layout='packed_ue8m0' (its ld is align(M, 4))")
+        if not scale_ue8m0:
+            _ops.fail(op, "scale_ue8m0", "must be True: packed UE8M0 scales hold UE8M0 exponents")
+        return True
+    if name in ("row_major", "column_major"):
+        if (name == "column_major") != bool(transpose_scale):
+            _ops.fail(op, "scale_layout", f"= {scale_layout!r} disagrees with transpose_scale={transpose_scale!r}")
+        return False
+    _ops.fail(op, "scale_layout", f"= {scale_layout!r}: expected 'row_major', 'column_major' or 'packed_ue8m0'")
+
+
+def _check_packed(op, x, group_size, fp8_dtype) -> None:
+    """What the packed UE8M0 producer takes beyond the shared checks."""
+    if x.dtype != torch.bfloat16:
+        _ops.fail(op, "x", f"has dtype {x.dtype}: packed UE8M0 scales are produced from torch.bfloat16", TypeError)
+    if fp8_dtype != torch.float8_e4m3fn:
+        _ops.fail(op, "fp8_dtype", f"= {fp8_dtype!r}: packed UE8M0 scales go with torch.float8_e4m3fn", TypeError)
+    if group_size not in _ops.PACKED_GROUP_SIZES:
+        _ops.fail(op, "group_size", f"= {group_size!r}: packed UE8M0 scales take groups of 32 or 128")
+
+
+def _scale(op, x, m, cols, group_size, transpose_scale, ld_align, fp8_dtype, packed=False):
     """Checks what allocating a producer's outputs needs, and allocates the
-    scale (m, cols // group_size) on x's device."""
+    scale (m, cols // group_size) on x's device (packed: its int32 words)."""
     if fp8_dtype not in _ops._FP8_DTYPES:
         _ops.fail(op, "fp8_dtype", f"= {fp8_dtype!r}: expected torch.float8_e4m3fn or torch.float8_e4m3fnuz",
                   TypeError)
@@ -89,6 +117,8 @@ def _scale(op, x, m, cols, group_size, transpose_scale, ld_align, fp8_dtype):
         _ops.fail(op, "x", f"has {cols} columns, not a multiple of group_size = {group_size}")
     if not _ops.AVAILABLE:
         _ops.require_ops()  # before allocating: without the op library nothing can run
+    if packed:
+        return _layout.new_packed_ue8m0(m, cols // group_size, x.device)
     return _layout.new_scale(m, cols // group_size, transpose_scale, ld_align, x.device)
 
 
@@ -109,6 +139,7 @@ def group_quant(
     fmax: Optional[float] = None,
     eps: float = _EPS,
     enable_pdl: bool = False,
+    scale_layout: Optional[str] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Per-group fp8 quantization of activations.
 
@@ -128,26 +159,37 @@ def group_quant(
             is allowed on e4m3fnuz).
         eps: floor on a group's amax.
         enable_pdl: programmatic dependent launch (sm_90+).
+        scale_layout: None or "row_major" / "column_major" (as
+            transpose_scale says), or "packed_ue8m0": DeepGEMM's packed UE8M0
+            scales for its SM100 GEMMs, written by the producer itself (no
+            relayout): int32 (M, ceil(G / 4)) with strides (1, align(M, 4)),
+            byte g % 4 of word (g / 4) * ld + m the exponent of s(m, g), every
+            other byte 0. Takes bfloat16 x, float8_e4m3fn, scale_ue8m0=True and
+            groups of 32 or 128; transpose_scale and ld_align do not apply.
 
     Returns:
         q: fp8, x's shape, contiguous. scale: (M, K // group_size) float32,
-        s = max(amax, eps) / fmax (fp32 rule, IEEE division), q = round(x / s).
+        s = max(amax, eps) / fmax (fp32 rule, IEEE division), q = round(x / s);
+        or the packed int32 words (scale_layout="packed_ue8m0").
 
     Raises:
         TypeError: a non-tensor or a wrong dtype. ValueError: wrong device,
-        shapes, group size, fmax or eps, naming the argument. RuntimeError:
-        what only the kernel's launcher checks (alignment of x), naming it.
+        shapes, group size, fmax, eps or scale layout, naming the argument.
+        RuntimeError: what only the kernel's launcher checks (alignment of
+        x), naming it.
     """
     op = "group_quant"
     _check_x(op, x, (2, 3))
-    if x.dim() == 2:
-        m, k = x.shape
-        scale = _scale(op, x, m, k, group_size, transpose_scale, ld_align, fp8_dtype)
-        q = torch.empty(m, k, dtype=fp8_dtype, device=x.device)
+    k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
+    if scale_layout is None or _packed_layout(op, scale_layout, transpose_scale, ld_align, scale_ue8m0) is False:
+        scale = _scale(op, x, x.shape[0], k, group_size, transpose_scale, ld_align, fp8_dtype)
     else:
-        m, h, d = x.shape
-        scale = _scale(op, x, m, h * d, group_size, transpose_scale, ld_align, fp8_dtype)
-        q = torch.empty(m, h, d, dtype=fp8_dtype, device=x.device)
+        _check_packed(op, x, group_size, fp8_dtype)
+        scale = _scale(op, x, x.shape[0], k, group_size, False, 1, fp8_dtype, packed=True)
+    if x.dim() == 2:
+        q = torch.empty(x.shape[0], k, dtype=fp8_dtype, device=x.device)
+    else:
+        q = torch.empty(x.shape[0], x.shape[1], x.shape[2], dtype=fp8_dtype, device=x.device)
     if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
         _ops.GROUP_QUANT(x, q, scale, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps, enable_pdl)
     elif group_size != 128:

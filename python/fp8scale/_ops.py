@@ -29,6 +29,9 @@ _INPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
 _FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e4m3fnuz: 240.0}
 _GROUP_SIZES = (32, 64, 128)
+# The group sizes of the packed UE8M0 scales (groups of 128 for DeepGEMM's
+# SM100 GEMMs, 32 for MXFP8): the library's isExponentLayoutGroupSize.
+PACKED_GROUP_SIZES = (32, 128)
 
 
 def _library_path() -> Path:
@@ -147,10 +150,23 @@ def check_scale(op: str, scale: torch.Tensor, m: int, g: int) -> None:
         raise ValueError(str(e).replace("fp8scale:", f"fp8scale.{op}:", 1)) from None
 
 
-def check_group_quant(x, q, scale, group_size, fmax, eps) -> None:
+def check_packed_ue8m0(op: str, name: str, t: torch.Tensor, m: int, g: int) -> None:
+    """DeepGEMM's packed UE8M0 words of (m, g) exponents: int32 (m, ceil(g / 4))
+    with strides (1, ld), ld >= align(m, 4) and a multiple of 4 (the C++
+    packedUe8m0Arg)."""
+    check_tensor(op, name, t, (torch.int32,), (2,))
+    check_shape(op, name, t, (m, (g + 3) // 4))
+    ld = 0 if m == 0 and t.stride(1) % 4 != 0 else t.stride(1)  # as the C++ op reads an empty tensor
+    if (m > 1 and t.stride(0) != 1) or ld < (m + 3) // 4 * 4 or ld % 4 != 0:
+        fail(op, name, f"has strides {tuple(t.stride())}: expected (1, ld) with ld >= align(M, 4) and a "
+                       "multiple of 4")
+
+
+def check_group_quant(x, q, scale, group_size, fmax, eps, scale_ue8m0=False) -> None:
     op = "group_quant"
-    check_tensor(op, "x", x, _INPUT_DTYPES, (2, 3))
-    check_tensor(op, "q", q, _FP8_DTYPES, (2, 3))
+    packed = isinstance(scale, torch.Tensor) and scale.dtype == torch.int32
+    check_tensor(op, "x", x, (torch.bfloat16,) if packed else _INPUT_DTYPES, (2, 3))
+    check_tensor(op, "q", q, (torch.float8_e4m3fn,) if packed else _FP8_DTYPES, (2, 3))
     check_device(op, (("x", x), ("q", q), ("scale", scale)))
     check_options(op, group_size, q.dtype, fmax, eps)
     if x.dim() == 3 and x.shape[2] % group_size != 0:
@@ -163,7 +179,14 @@ def check_group_quant(x, q, scale, group_size, fmax, eps) -> None:
         check_shape(op, "q", q, x.shape)
     else:
         check_shape(op, "q", q, (m, k))
-    check_scale(op, scale, m, g)
+    if not packed:
+        check_scale(op, scale, m, g)
+        return
+    check_packed_ue8m0(op, "scale", scale, m, g)
+    if not scale_ue8m0:
+        fail(op, "scale_ue8m0", "must be True: packed UE8M0 scales (int32) hold UE8M0 exponents")
+    if group_size not in PACKED_GROUP_SIZES:
+        fail(op, "group_size", f"= {group_size}: packed UE8M0 scales take groups of 32 or 128")
 
 
 def check_silu_clamp_quant(x, q, scale, group_size, fmax, eps, limit=0.0) -> None:
@@ -224,12 +247,7 @@ def check_materialize_packed_ue8m0(src, dst) -> None:
     check_tensor(op, "dst", dst, (torch.int32,), (2,))
     check_device(op, (("src", src), ("dst", dst)))
     _layout.scale_layout(src)
-    m, g = src.shape
-    check_shape(op, "dst", dst, (m, (g + 3) // 4))
-    ld = 0 if m == 0 and dst.stride(1) % 4 != 0 else dst.stride(1)  # as the C++ op reads an empty dst
-    if (m > 1 and dst.stride(0) != 1) or ld < (m + 3) // 4 * 4 or ld % 4 != 0:
-        fail(op, "dst", f"has strides {tuple(dst.stride())}: expected (1, ld) with ld >= align(M, 4) and a "
-                        "multiple of 4")
+    check_packed_ue8m0(op, "dst", dst, *src.shape)
 
 
 # --- fake implementations -----------------------------------------------------------
@@ -238,7 +256,7 @@ if AVAILABLE:
 
     @torch.library.register_fake("fp8scale::group_quant")
     def _group_quant_fake(x, q, scale, group_size=128, scale_ue8m0=False, fmax=0.0, eps=1e-10, enable_pdl=False):
-        check_group_quant(x, q, scale, group_size, fmax, eps)
+        check_group_quant(x, q, scale, group_size, fmax, eps, scale_ue8m0)
 
     @torch.library.register_fake("fp8scale::silu_clamp_quant")
     def _silu_clamp_quant_fake(x, q, scale, limit=0.0, group_size=128, scale_ue8m0=False, fmax=0.0, eps=1e-10,

@@ -92,11 +92,15 @@ def test_errors_under_compile_name_the_argument():
         compiled(meta(4, 512))
 
 
-def test_packed_ue8m0_path_compiles_once_for_every_m():
-    """UE8M0 scales column-major, then packed for DeepGEMM: one graph, no
-    break, and no recompile as M changes (after the first dynamic compile)."""
+@pytest.mark.parametrize("direct", (False, True))
+def test_packed_ue8m0_path_compiles_once_for_every_m(direct):
+    """UE8M0 scales column-major, then packed for DeepGEMM, or the packed
+    words written by the producer itself: one graph, no break, and no
+    recompile as M changes (after the first dynamic compile)."""
 
     def site(x):
+        if direct:
+            return fp8scale.group_quant(x, 128, scale_ue8m0=True, scale_layout="packed_ue8m0")
         q, s = fp8scale.group_quant(x, 128, transpose_scale=True, ld_align=4, scale_ue8m0=True)
         return q, fp8scale.materialize(s, layout="packed_ue8m0")
 

@@ -63,6 +63,52 @@ def test_packed_ue8m0_refusals_name_the_argument(call, error, pattern):
         call()
 
 
+@pytest.mark.parametrize("m, k", [(0, 512), (1, 128), (5, 640), (130, 7168)])
+@pytest.mark.parametrize("group", (32, 128))
+def test_group_quant_writes_packed_ue8m0_words_on_meta(m, k, group):
+    """scale_layout="packed_ue8m0": the producer's own int32 (M, ceil(G / 4))
+    words, strides (1, align(M, 4)), and the op's fake takes them."""
+    q, s = fp8scale.group_quant(meta(m, k), group, scale_ue8m0=True, scale_layout="packed_ue8m0")
+    words, ld = (k // group + 3) // 4, (m + 3) // 4 * 4
+    assert q.dtype == FN and q.shape == (m, k)
+    assert s.dtype == torch.int32 and s.shape == (m, words)
+    if s.numel():
+        assert s.stride() == (1, ld)
+
+
+@pytest.mark.parametrize(
+    "call, error, pattern",
+    [
+        (lambda: fp8scale.group_quant(meta(4, 512), scale_layout="packed_ue8m0"), ValueError,
+         r"group_quant: argument 'scale_ue8m0' must be True"),
+        (lambda: fp8scale.group_quant(meta(4, 512), 64, scale_ue8m0=True, scale_layout="packed_ue8m0"), ValueError,
+         r"group_quant: argument 'group_size' = 64: packed UE8M0 scales take groups of 32 or 128"),
+        (lambda: fp8scale.group_quant(meta(4, 512, dtype=torch.float16), scale_ue8m0=True,
+                                      scale_layout="packed_ue8m0"),
+         TypeError, r"group_quant: argument 'x' has dtype torch.float16: packed UE8M0 scales"),
+        (lambda: fp8scale.group_quant(meta(4, 512), scale_ue8m0=True, transpose_scale=True,
+                                      scale_layout="packed_ue8m0"),
+         ValueError, r"argument 'transpose_scale' does not apply to scale_layout='packed_ue8m0'"),
+        (lambda: fp8scale.group_quant(meta(4, 512), scale_layout="swizzled"), ValueError,
+         r"argument 'scale_layout' = 'swizzled': expected 'row_major', 'column_major' or 'packed_ue8m0'"),
+        (lambda: fp8scale.group_quant(meta(4, 512), scale_layout="column_major"), ValueError,
+         r"argument 'scale_layout' = 'column_major' disagrees with transpose_scale=False"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FN),
+                                                meta(1, 4, dtype=torch.int32).t(), 128, False),
+         ValueError, r"group_quant: argument 'scale_ue8m0' must be True"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(5, 512), meta(5, 512, dtype=FN),
+                                                meta(1, 5, dtype=torch.int32).t(), 128, True),
+         ValueError, r"group_quant: argument 'scale' has strides \(1, 5\): expected \(1, ld\)"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=torch.float8_e4m3fnuz),
+                                                meta(1, 4, dtype=torch.int32).t(), 128, True),
+         TypeError, r"group_quant: argument 'q' has dtype torch.float8_e4m3fnuz"),
+    ],
+)
+def test_group_quant_packed_refusals_name_the_argument(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()
+
+
 def test_functions_elide_only_the_schema_defaults():
     """The functions leave out trailing op arguments equal to these constants:
     they must be the schemas' defaults."""
@@ -263,3 +309,5 @@ def test_opcheck_on_meta(col_major):
                           test_utils=OPCHECK_TESTS)
     packed = meta(2, 20, dtype=torch.int32).t()[:m]  # (M, ceil(G / 4)) words, strides (1, align(M, 4))
     torch.library.opcheck(torch.ops.fp8scale.materialize_packed_ue8m0.default, (s, packed), test_utils=OPCHECK_TESTS)
+    torch.library.opcheck(torch.ops.fp8scale.group_quant.default, (x, q, packed[:, :1], 128, True),
+                          test_utils=OPCHECK_TESTS)
