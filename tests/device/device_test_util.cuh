@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "fp8scale/layouts.hpp"
 #include "fp8scale/platform.hpp"
 
 namespace fp8scale::test {
@@ -103,5 +105,16 @@ class DeviceBuffer {
   T* ptr_ = nullptr;
   std::size_t n_ = 0;
 };
+
+/// The UE8M0 exponent layouts, for typed tests.
+using ExponentLayoutTypes = ::testing::Types<PackedUe8m0, Swizzled128x4>;
+
+/// The consumer's own layout of (M, G) exponents: ld = align(M, 4) words, or
+/// the 128 x 4 tiles.
+template <class Layout>
+Layout exponentLayout(index_t M, index_t G) {
+  if constexpr (std::is_same<Layout, PackedUe8m0>::value) return PackedUe8m0{alignUp(M, 4)};
+  else return Swizzled128x4::forCols(G);
+}
 
 }  // namespace fp8scale::test

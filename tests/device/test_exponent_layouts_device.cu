@@ -19,16 +19,7 @@ namespace {
 
 template <class Layout>
 class ExponentEmitDevice : public DeviceTest {};
-using ExponentLayoutTypes = ::testing::Types<PackedUe8m0, Swizzled128x4>;
 TYPED_TEST_SUITE(ExponentEmitDevice, ExponentLayoutTypes);
-
-/// The consumer's own layout of (M, G) exponents: ld = align(M, 4) words, or
-/// the 128 x 4 tiles.
-template <class Layout>
-Layout consumerLayout(index_t M, index_t G) {
-  if constexpr (std::is_same<Layout, PackedUe8m0>::value) return PackedUe8m0{alignUp(M, 4)};
-  else return Swizzled128x4::forCols(G);
-}
 
 /// One case: bf16 x[M, K] in groups of `group`, UE8M0 rule. `evictLast`: the
 /// direct emission's scale stores carry the L2 evict_last policy (the byte
@@ -43,7 +34,7 @@ void expectDirectEmitEqualsRowMajorPlusMaterialize(index_t M, index_t K, int gro
   std::vector<BFloat16> padded = x;
   padded.resize(M * K + 8, fromF<BFloat16>(0.0f));
   dx.upload(padded);
-  const Layout layout = consumerLayout<Layout>(M, G);
+  const Layout layout = exponentLayout<Layout>(M, G);
   const index_t span = layout.requiredSpan(M, G);
   DeviceBuffer<std::uint8_t> q1(M * K + 16), q2(M * K + 16), relaid(span + 16), direct(span + 16);
   DeviceBuffer<float> rowScales(M * G + 1);

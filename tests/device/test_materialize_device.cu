@@ -91,16 +91,7 @@ TYPED_TEST(MaterializeDevice, KernelEqualsHostReferenceIncludingPadding) {
 // the word and tile edges, and nothing written past the span.
 template <class DstLayout>
 class MaterializeExponentsDevice : public DeviceTest {};
-using ExponentLayouts = ::testing::Types<PackedUe8m0, Swizzled128x4>;
-TYPED_TEST_SUITE(MaterializeExponentsDevice, ExponentLayouts);
-
-/// The consumer's own layout of (M, G) exponents: ld = align(M, 4) words, or
-/// the 128 x 4 tiles.
-template <class DstLayout>
-DstLayout exponentLayout(index_t M, index_t G) {
-  if constexpr (std::is_same<DstLayout, PackedUe8m0>::value) return PackedUe8m0{alignUp(M, 4)};
-  else return Swizzled128x4::forCols(G);
-}
+TYPED_TEST_SUITE(MaterializeExponentsDevice, ExponentLayoutTypes);
 
 TYPED_TEST(MaterializeExponentsDevice, KernelEqualsHostReferenceIncludingPadding) {
   using DstLayout = TypeParam;
