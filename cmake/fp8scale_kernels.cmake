@@ -16,7 +16,7 @@
 # One translation unit per producer and input type; RMSNorm quant, whose
 # kernels take the longest to compile, one per input type and fp8 format.
 # One per input type for RMSNorm quant's row loop (on CUDA only the tests
-# launch it), one for materialize, one for group quant into the exponent
+# launch it), one for materialize, one for the producers into the exponent
 # layouts, one for the weight block quant, one for the fused allreduce. A
 # library of what the PyTorch ops call alone (OPS_ONLY: the op library as
 # pip builds it) holds the producers and materialize in one unit per input
@@ -60,7 +60,7 @@ function(_fp8scale_kernel_sources out_var ops_only cuda)
         string(APPEND body "FP8SCALE_PRODUCER_INSTANCES(, FP8SCALE_${producer}_INSTANCE, ${input})\n")
       endforeach()
       if(input STREQUAL "BFloat16")
-        string(APPEND body "FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES()\n")
+        string(APPEND body "FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES()\nFP8SCALE_SILU_CLAMP_QUANT_EXPONENT_INSTANCES()\n")
       endif()
       if(input STREQUAL "float")
         list(APPEND headers layout_policy.hpp)
@@ -88,7 +88,8 @@ function(_fp8scale_kernel_sources out_var ops_only cuda)
   endforeach()
   _fp8scale_kernel_unit(materialize layout_policy.hpp "FP8SCALE_MATERIALIZE_INSTANCES()" sources)
   if(cuda)
-    _fp8scale_kernel_unit(group_quant_exponents producers/group_quant.hpp "FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES()"
+    _fp8scale_kernel_unit(exponent_layouts producers/silu_clamp_quant.hpp
+                          "FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES()\nFP8SCALE_SILU_CLAMP_QUANT_EXPONENT_INSTANCES()"
                           sources)
   endif()
   _fp8scale_kernel_unit(weight_block_quant consumers/weight_block_quant.hpp "FP8SCALE_WEIGHT_BLOCK_QUANT_INSTANCES()"

@@ -38,7 +38,7 @@ namespace {
 /// scale (M, K / group_size) float32, row-major or column-major (scaleArg),
 /// or DeepGEMM's packed UE8M0 int32 words (packedUe8m0Arg; bfloat16 x into
 /// float8_e4m3fn, scale_ue8m0 and groups of 32 or 128: the library's
-/// instantiation for SM100 consumers).
+/// instantiation for SM100 consumers; packedProducerScale).
 void groupQuantOp(Tensor x, Tensor q, Tensor scale, int64_t groupSize, bool scaleUe8m0, double fmax, double eps,
                   bool enablePdl) {
   constexpr const char* kOp = "group_quant";
@@ -69,12 +69,7 @@ void groupQuantOp(Tensor x, Tensor q, Tensor scale, int64_t groupSize, bool scal
                                           x.size(1) <= 1 ? x.size(2) : x.stride(1));
   };
   if (scale.scalar_type() == ScalarType::Int) {  // the packed UE8M0 words
-    const auto view = packedUe8m0Arg(kOp, "scale", scale, M, G);
-    expectDtype(kOp, "x", x, ScalarType::BFloat16);
-    expectDtype(kOp, "q", q, ScalarType::Float8_e4m3fn);
-    if (!scaleUe8m0) fail(kOp, "scale_ue8m0", "must be True: packed UE8M0 scales (int32) hold UE8M0 exponents");
-    if (!isExponentLayoutGroupSize(static_cast<int>(groupSize)))
-      fail(kOp, "group_size", "= " + std::to_string(groupSize) + ": packed UE8M0 scales take groups of 32 or 128");
+    const auto view = packedProducerScale(kOp, x, q, scale, M, G, scaleUe8m0, groupSize);
     expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
     const CurrentStream cs(device);
     const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, K, ldq};
@@ -104,9 +99,19 @@ void siluClampQuantOp(Tensor x, Tensor q, Tensor scale, double limit, int64_t gr
   const index_t G = groupsOf(kOp, I, groupSize);
   expectShape(kOp, "q", q, {M, I});
   const index_t ldq = rowStride(kOp, "q", q);
+  const QuantOptions opt = quantOptions(groupSize, scaleUe8m0, fmax, eps, enablePdl);
+  if (scale.scalar_type() == ScalarType::Int) {  // the packed UE8M0 words (packedProducerScale)
+    const auto view = packedProducerScale(kOp, x, q, scale, M, G, scaleUe8m0, groupSize);
+    expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
+    const CurrentStream cs(device);
+    const SiluClampInput<BFloat16> input{static_cast<const BFloat16*>(x.data_ptr()), M, I, ldx,
+                                         static_cast<float>(limit)};
+    const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, I, ldq};
+    check(kOp, siluClampQuant(input, out, view, opt, cs.stream).status());
+    return;
+  }
   const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
   expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
-  const QuantOptions opt = quantOptions(groupSize, scaleUe8m0, fmax, eps, enablePdl);
   const CurrentStream cs(device);
   withInputType(kOp, "x", x, [&](auto in) {
     using In = decltype(in);

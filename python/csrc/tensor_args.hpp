@@ -255,6 +255,21 @@ inline ScaleView<std::uint8_t, PackedUe8m0> packedUe8m0Arg(const char* op, const
   return view.value();
 }
 
+/// A producer op's packed UE8M0 scale (an int32 scale tensor,
+/// packedUe8m0Arg), with what the library's packed instantiation takes:
+/// bfloat16 x into float8_e4m3fn q, scale_ue8m0, groups of 32 or 128.
+inline ScaleView<std::uint8_t, PackedUe8m0> packedProducerScale(const char* op, const Tensor& x, const Tensor& q,
+                                                                const Tensor& scale, index_t M, index_t G,
+                                                                bool scaleUe8m0, int64_t groupSize) {
+  const auto view = packedUe8m0Arg(op, "scale", scale, M, G);
+  expectDtype(op, "x", x, ScalarType::BFloat16);
+  expectDtype(op, "q", q, ScalarType::Float8_e4m3fn);
+  if (!scaleUe8m0) fail(op, "scale_ue8m0", "must be True: packed UE8M0 scales (int32) hold UE8M0 exponents");
+  if (!isExponentLayoutGroupSize(static_cast<int>(groupSize)))
+    fail(op, "group_size", "= " + std::to_string(groupSize) + ": packed UE8M0 scales take groups of 32 or 128");
+  return view;
+}
+
 /// Runs f(view) with the scale tensor as a ScaleView<float, RowMajor> or
 /// <float, ColMajor>; a view the library refuses is the op's error.
 template <class F>

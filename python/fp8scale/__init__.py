@@ -181,11 +181,10 @@ def group_quant(
     op = "group_quant"
     _check_x(op, x, (2, 3))
     k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
-    if scale_layout is None or _packed_layout(op, scale_layout, transpose_scale, ld_align, scale_ue8m0) is False:
-        scale = _scale(op, x, x.shape[0], k, group_size, transpose_scale, ld_align, fp8_dtype)
-    else:
+    packed = scale_layout is not None and _packed_layout(op, scale_layout, transpose_scale, ld_align, scale_ue8m0)
+    if packed:
         _check_packed(op, x, group_size, fp8_dtype)
-        scale = _scale(op, x, x.shape[0], k, group_size, False, 1, fp8_dtype, packed=True)
+    scale = _scale(op, x, x.shape[0], k, group_size, transpose_scale, ld_align, fp8_dtype, packed=packed)
     if x.dim() == 2:
         q = torch.empty(x.shape[0], k, dtype=fp8_dtype, device=x.device)
     else:
@@ -211,6 +210,7 @@ def silu_clamp_quant(
     fmax: Optional[float] = None,
     eps: float = _EPS,
     enable_pdl: bool = False,
+    scale_layout: Optional[str] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """fp8 quantization of silu(min(gate, limit)) * clamp(up, -limit, limit).
 
@@ -222,14 +222,17 @@ def silu_clamp_quant(
 
     Returns:
         q: (M, I) fp8; scale: (M, I // group_size) float32, laid out as in
-        group_quant.
+        group_quant (scale_layout="packed_ue8m0": the packed int32 words).
     """
     op = "silu_clamp_quant"
     _check_x(op, x, (2,))
     m, two_i = x.shape
     if two_i % 2 != 0:
         _ops.fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
-    scale = _scale(op, x, m, two_i // 2, group_size, transpose_scale, ld_align, fp8_dtype)
+    packed = scale_layout is not None and _packed_layout(op, scale_layout, transpose_scale, ld_align, scale_ue8m0)
+    if packed:
+        _check_packed(op, x, group_size, fp8_dtype)
+    scale = _scale(op, x, m, two_i // 2, group_size, transpose_scale, ld_align, fp8_dtype, packed=packed)
     q = torch.empty(m, two_i // 2, dtype=fp8_dtype, device=x.device)
     if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
         _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps,

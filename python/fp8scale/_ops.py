@@ -162,9 +162,28 @@ def check_packed_ue8m0(op: str, name: str, t: torch.Tensor, m: int, g: int) -> N
                        "multiple of 4")
 
 
+def is_packed(scale) -> bool:
+    """Whether a producer op's scale is the packed UE8M0 words (int32)."""
+    return isinstance(scale, torch.Tensor) and scale.dtype == torch.int32
+
+
+def check_producer_scale(op: str, scale, m: int, g: int, group_size, scale_ue8m0) -> None:
+    """A producer op's scale: float32 (M, G) in a layout of scale_layout(), or
+    the packed UE8M0 words with scale_ue8m0 and groups of 32 or 128 (the C++
+    packedProducerScale; x and q dtypes are the caller's check)."""
+    if not is_packed(scale):
+        check_scale(op, scale, m, g)
+        return
+    check_packed_ue8m0(op, "scale", scale, m, g)
+    if not scale_ue8m0:
+        fail(op, "scale_ue8m0", "must be True: packed UE8M0 scales (int32) hold UE8M0 exponents")
+    if group_size not in PACKED_GROUP_SIZES:
+        fail(op, "group_size", f"= {group_size}: packed UE8M0 scales take groups of 32 or 128")
+
+
 def check_group_quant(x, q, scale, group_size, fmax, eps, scale_ue8m0=False) -> None:
     op = "group_quant"
-    packed = isinstance(scale, torch.Tensor) and scale.dtype == torch.int32
+    packed = is_packed(scale)
     check_tensor(op, "x", x, (torch.bfloat16,) if packed else _INPUT_DTYPES, (2, 3))
     check_tensor(op, "q", q, (torch.float8_e4m3fn,) if packed else _FP8_DTYPES, (2, 3))
     check_device(op, (("x", x), ("q", q), ("scale", scale)))
@@ -179,20 +198,14 @@ def check_group_quant(x, q, scale, group_size, fmax, eps, scale_ue8m0=False) -> 
         check_shape(op, "q", q, x.shape)
     else:
         check_shape(op, "q", q, (m, k))
-    if not packed:
-        check_scale(op, scale, m, g)
-        return
-    check_packed_ue8m0(op, "scale", scale, m, g)
-    if not scale_ue8m0:
-        fail(op, "scale_ue8m0", "must be True: packed UE8M0 scales (int32) hold UE8M0 exponents")
-    if group_size not in PACKED_GROUP_SIZES:
-        fail(op, "group_size", f"= {group_size}: packed UE8M0 scales take groups of 32 or 128")
+    check_producer_scale(op, scale, m, g, group_size, scale_ue8m0)
 
 
-def check_silu_clamp_quant(x, q, scale, group_size, fmax, eps, limit=0.0) -> None:
+def check_silu_clamp_quant(x, q, scale, group_size, fmax, eps, limit=0.0, scale_ue8m0=False) -> None:
     op = "silu_clamp_quant"
-    check_tensor(op, "x", x, _INPUT_DTYPES, (2,))
-    check_tensor(op, "q", q, _FP8_DTYPES, (2,))
+    packed = is_packed(scale)
+    check_tensor(op, "x", x, (torch.bfloat16,) if packed else _INPUT_DTYPES, (2,))
+    check_tensor(op, "q", q, (torch.float8_e4m3fn,) if packed else _FP8_DTYPES, (2,))
     check_device(op, (("x", x), ("q", q), ("scale", scale)))
     check_options(op, group_size, q.dtype, fmax, eps)
     if limit != limit:
@@ -202,7 +215,7 @@ def check_silu_clamp_quant(x, q, scale, group_size, fmax, eps, limit=0.0) -> Non
         fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
     g = groups_of(op, two_i // 2, group_size)
     check_shape(op, "q", q, (m, two_i // 2))
-    check_scale(op, scale, m, g)
+    check_producer_scale(op, scale, m, g, group_size, scale_ue8m0)
 
 
 def check_rmsnorm_quant(x, weight, q, scale, residual, norm_out, norm_eps, group_size, fmax, eps) -> None:
@@ -261,7 +274,7 @@ if AVAILABLE:
     @torch.library.register_fake("fp8scale::silu_clamp_quant")
     def _silu_clamp_quant_fake(x, q, scale, limit=0.0, group_size=128, scale_ue8m0=False, fmax=0.0, eps=1e-10,
                                enable_pdl=False):
-        check_silu_clamp_quant(x, q, scale, group_size, fmax, eps, limit)
+        check_silu_clamp_quant(x, q, scale, group_size, fmax, eps, limit, scale_ue8m0)
 
     @torch.library.register_fake("fp8scale::rmsnorm_quant")
     def _rmsnorm_quant_fake(x, weight, q, scale, residual=None, norm_out=None, norm_eps=1e-6, group_size=128,

@@ -484,19 +484,21 @@ def test_packed_ue8m0_materialize_equals_the_byte_reference(m, k, col):
 @pytest.mark.parametrize("k", (128, 512, 7168))
 @pytest.mark.parametrize("group", (32, 128))
 def test_group_quant_packed_ue8m0_equals_group_quant_and_materialize(m, k, group):
-    """The producer's own packed words (scale_layout="packed_ue8m0") are the
-    bytes of row-major UE8M0 emission packed by materialize, padding included,
-    and the byte reference's; the fp8 bytes are the same."""
+    """The producer's own packed words (scale_layout="packed_ue8m0"; group
+    quant and SiLU-clamp quant) are the bytes of row-major UE8M0 emission
+    packed by materialize, padding included, and the byte reference's; the
+    fp8 bytes are the same."""
     x = activations(m, k, torch.bfloat16, 23)
-    q, s = fp8scale.group_quant(x, group, scale_ue8m0=True)
-    packed = fp8scale.materialize(s, layout="packed_ue8m0")
-    dq, ds = fp8scale.group_quant(x, group, scale_ue8m0=True, scale_layout="packed_ue8m0")
-    same_bits(dq, q)
-    assert ds.dtype == torch.int32 and ds.shape == packed.shape
-    assert ds.numel() == 0 or ds.stride() == packed.stride()
-    got = torch.tensor([], dtype=torch.uint8, device="cuda").set_(ds.untyped_storage())
-    assert torch.equal(got, torch.tensor([], dtype=torch.uint8, device="cuda").set_(packed.untyped_storage()))
-    assert torch.equal(got, packed_ue8m0_reference(s))
+    for fn, args in ((fp8scale.group_quant, (x, group)), (fp8scale.silu_clamp_quant, (torch.cat([x, x], 1), 7.0, group))):
+        q, s = fn(*args, scale_ue8m0=True)
+        packed = fp8scale.materialize(s, layout="packed_ue8m0")
+        dq, ds = fn(*args, scale_ue8m0=True, scale_layout="packed_ue8m0")
+        same_bits(dq, q)
+        assert ds.dtype == torch.int32 and ds.shape == packed.shape
+        assert ds.numel() == 0 or ds.stride() == packed.stride()
+        got = torch.tensor([], dtype=torch.uint8, device="cuda").set_(ds.untyped_storage())
+        assert torch.equal(got, torch.tensor([], dtype=torch.uint8, device="cuda").set_(packed.untyped_storage()))
+        assert torch.equal(got, packed_ue8m0_reference(s))
 
 
 @pytest.mark.parametrize("m", (0, 1, 5, 130))

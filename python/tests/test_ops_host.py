@@ -67,13 +67,16 @@ def test_packed_ue8m0_refusals_name_the_argument(call, error, pattern):
 @pytest.mark.parametrize("group", (32, 128))
 def test_group_quant_writes_packed_ue8m0_words_on_meta(m, k, group):
     """scale_layout="packed_ue8m0": the producer's own int32 (M, ceil(G / 4))
-    words, strides (1, align(M, 4)), and the op's fake takes them."""
-    q, s = fp8scale.group_quant(meta(m, k), group, scale_ue8m0=True, scale_layout="packed_ue8m0")
+    words, strides (1, align(M, 4)), and the op's fake takes them; SiLU-clamp
+    quant of (M, 2 K) alike."""
     words, ld = (k // group + 3) // 4, (m + 3) // 4 * 4
-    assert q.dtype == FN and q.shape == (m, k)
-    assert s.dtype == torch.int32 and s.shape == (m, words)
-    if s.numel():
-        assert s.stride() == (1, ld)
+    for q, s in (fp8scale.group_quant(meta(m, k), group, scale_ue8m0=True, scale_layout="packed_ue8m0"),
+                 fp8scale.silu_clamp_quant(meta(m, 2 * k), 7.0, group, scale_ue8m0=True,
+                                           scale_layout="PACKED_UE8M0")):
+        assert q.dtype == FN and q.shape == (m, k)
+        assert s.dtype == torch.int32 and s.shape == (m, words)
+        if s.numel():
+            assert s.stride() == (1, ld)
 
 
 @pytest.mark.parametrize(
@@ -102,6 +105,11 @@ def test_group_quant_writes_packed_ue8m0_words_on_meta(m, k, group):
         (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=torch.float8_e4m3fnuz),
                                                 meta(1, 4, dtype=torch.int32).t(), 128, True),
          TypeError, r"group_quant: argument 'q' has dtype torch.float8_e4m3fnuz"),
+        (lambda: fp8scale.silu_clamp_quant(meta(4, 1024), 7.0, 64, scale_ue8m0=True, scale_layout="packed_ue8m0"),
+         ValueError, r"silu_clamp_quant: argument 'group_size' = 64: packed UE8M0 scales take groups of 32 or 128"),
+        (lambda: torch.ops.fp8scale.silu_clamp_quant(meta(4, 1024, dtype=F32), meta(4, 512, dtype=FN),
+                                                     meta(1, 4, dtype=torch.int32).t(), 7.0, 128, True),
+         TypeError, r"silu_clamp_quant: argument 'x' has dtype torch.float32"),
     ],
 )
 def test_group_quant_packed_refusals_name_the_argument(call, error, pattern):
@@ -310,4 +318,6 @@ def test_opcheck_on_meta(col_major):
     packed = meta(2, 20, dtype=torch.int32).t()[:m]  # (M, ceil(G / 4)) words, strides (1, align(M, 4))
     torch.library.opcheck(torch.ops.fp8scale.materialize_packed_ue8m0.default, (s, packed), test_utils=OPCHECK_TESTS)
     torch.library.opcheck(torch.ops.fp8scale.group_quant.default, (x, q, packed[:, :1], 128, True),
+                          test_utils=OPCHECK_TESTS)
+    torch.library.opcheck(torch.ops.fp8scale.silu_clamp_quant.default, (meta(m, 1024), q, packed[:, :1], 7.0, 128, True),
                           test_utils=OPCHECK_TESTS)

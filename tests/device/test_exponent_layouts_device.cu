@@ -1,5 +1,5 @@
-// Group quant writing the UE8M0 exponent layouts itself (PackedUe8m0 for
-// DeepGEMM on SM100, Swizzled128x4 for MXFP8 block-scaled MMA) against
+// The producers writing the UE8M0 exponent layouts themselves (PackedUe8m0
+// for DeepGEMM on SM100, Swizzled128x4 for MXFP8 block-scaled MMA) against
 // row-major emission followed by materialize: the same fp8 bytes and the same
 // layout bytes, padding included, over garbage; nothing written past the
 // span; every byte equal to the host reference's. On sm_90 the producer runs
@@ -101,6 +101,53 @@ TYPED_TEST(ExponentEmitDevice, DirectEmitEqualsRowMajorEmitPlusMaterialize) {
 TYPED_TEST(ExponentEmitDevice, RowLoopingKernelWritesThePaddingRows) {
   for (index_t M : {4095, 4097})
     for (int group : {128, 32}) expectDirectEmitEqualsRowMajorPlusMaterialize<TypeParam>(M, 7168, group, M == 4097);
+}
+
+// SiLU-clamp quant into the packed words (the library's instantiation: the
+// fused SiLU of DeepGEMM's SM100 callers) against its row-major emission +
+// materialize: the same device arithmetic, so the same bytes (the host
+// reference's fast-exp tolerance does not apply).
+class ExponentEmitDeviceSilu : public DeviceTest {};
+
+TEST_F(ExponentEmitDeviceSilu, PackedEqualsRowMajorEmitPlusMaterialize) {
+  int cases = 0;
+  for (index_t M : {0, 1, 3, 5, 17, 128, 129, 1000})
+    for (index_t I : {128, 2048})
+      for (int group : {128, 32}) {
+        const index_t G = I / group;
+        SCOPED_TRACE(::testing::Message() << "M=" << M << " I=" << I << " group=" << group);
+        const auto x = makeActivations<BFloat16>(M, 2 * I, 2 * I, static_cast<unsigned>(M * 7 + I + group), 8.0f);
+        DeviceBuffer<BFloat16> dx(M * 2 * I + 8);
+        std::vector<BFloat16> padded = x;
+        padded.resize(M * 2 * I + 8, fromF<BFloat16>(0.0f));
+        dx.upload(padded);
+        const PackedUe8m0 layout = exponentLayout<PackedUe8m0>(M, G);
+        const index_t span = layout.requiredSpan(M, G);
+        DeviceBuffer<std::uint8_t> q1(M * I + 16), q2(M * I + 16), relaid(span + 16), direct(span + 16);
+        DeviceBuffer<float> rowScales(M * G + 1);
+        relaid.poison(0xAB);
+        direct.poison(0x5C);
+        QuantOptions opt;
+        opt.rule = ScaleRule::kUE8M0;
+        opt.groupSize = group;
+        const SiluClampInput<BFloat16> in{dx.get(), M, I, 2 * I, 7.0f};
+        const auto rowView = rowMajorView(rowScales.get(), M, G).value();
+        auto r1 = siluClampQuant<E4M3FN>(in, Fp8Matrix<E4M3FN>{q1.get(), M, I, I}, rowView, opt, nullptr);
+        ASSERT_TRUE(r1.isOk()) << r1.status().message();
+        const Status m1 = materialize(rowView, packedUe8m0View(relaid.get(), M, G).value(), nullptr);
+        ASSERT_TRUE(m1.isOk()) << m1.message();
+        auto r2 = siluClampQuant<E4M3FN>(in, Fp8Matrix<E4M3FN>{q2.get(), M, I, I},
+                                         packedUe8m0View(direct.get(), M, G).value(), opt, nullptr);
+        ASSERT_TRUE(r2.isOk()) << r2.status().message();
+        FP8SCALE_DEVICE_CHECK(runtime::deviceSynchronize());
+        const auto a = q1.download(), b = q2.download();
+        for (index_t i = 0; i < M * I; ++i) ASSERT_EQ(int{a[i]}, int{b[i]}) << "fp8 byte " << i;
+        const auto want = relaid.download(), got = direct.download();
+        for (index_t i = 0; i < span; ++i) ASSERT_EQ(int{got[i]}, int{want[i]}) << "byte " << i << " of " << span;
+        EXPECT_EQ(got[span], 0x5C) << "written past the span";
+        ++cases;
+      }
+  EXPECT_EQ(cases, 8 * 2 * 2);
 }
 
 // The checks that are the exponent layouts' own: the UE8M0 rule, groups of

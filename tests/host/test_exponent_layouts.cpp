@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fp8scale/layout_policy.hpp"
+#include "fp8scale/reference/fused_quant.hpp"
 #include "fp8scale/reference/group_quant.hpp"
 #include "fp8scale/scale_view.hpp"
 
@@ -202,6 +203,36 @@ TEST(ExponentLayouts, ReferenceGroupQuantWritesThemDirectly) {
                                                packedUe8m0View(bytes, 2, 2).value());
   EXPECT_EQ(s.code(), StatusCode::kInvalidValue);
   EXPECT_STREQ(s.argument(), "rule");
+}
+
+// The SiLU-clamp reference into the packed words: row-major UE8M0 scales
+// relaid by materializeHost, byte for byte, padding included.
+TEST(ExponentLayouts, ReferenceSiluClampQuantWritesPackedWordsDirectly) {
+  for (index_t M : {0, 1, 3, 5, 129})
+    for (index_t G : {1, 3, 4, 5}) {
+      SCOPED_TRACE(::testing::Message() << "M=" << M << " G=" << G);
+      const index_t I = G * 128;
+      std::vector<BFloat16> x(static_cast<std::size_t>(M * 2 * I));
+      for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = toBFloat16(std::ldexp(static_cast<float>(static_cast<int>(i * 613 % 201) - 100), static_cast<int>(i / 53 % 12) - 6));
+      const SiluClampInput<BFloat16> in{x.data(), M, I, 2 * I, 7.0f};
+      const index_t span = PackedUe8m0{alignUp(M, 4)}.requiredSpan(M, G);
+      alignas(16) static std::uint8_t direct[1 << 14], relaid[1 << 14];
+      std::memset(direct, 0xC3, sizeof direct);
+      std::memset(relaid, 0x5A, sizeof relaid);
+      std::vector<std::uint8_t> q1(static_cast<std::size_t>(M * I) + 1), q2(q1.size());
+      std::vector<float> rowScales(static_cast<std::size_t>(M * G) + 1);
+      const auto rowView = rowMajorView(rowScales.data(), M, G).value();
+      ASSERT_TRUE((reference::siluClampQuant<E4M3FN, ScaleUE8M0>(in, Fp8Matrix<E4M3FN>{q1.data(), M, I, I}, rowView, 128)
+                       .isOk()));
+      ASSERT_TRUE(materializeHost(rowView, packedUe8m0View(relaid, M, G).value()).isOk());
+      const Status st = reference::siluClampQuant<E4M3FN, ScaleUE8M0>(in, Fp8Matrix<E4M3FN>{q2.data(), M, I, I},
+                                                                       packedUe8m0View(direct, M, G).value(), 128);
+      ASSERT_TRUE(st.isOk()) << st.message();
+      EXPECT_EQ(q1, q2);
+      for (index_t b = 0; b < span; ++b) ASSERT_EQ(direct[b], relaid[b]) << "byte " << b;
+      EXPECT_EQ(direct[span], 0xC3) << "written past the span";
+    }
 }
 
 TEST(ExponentLayouts, HandWorkedSmallBuffers) {

@@ -40,7 +40,7 @@
       const GroupQuantInput<In>&, Fp8Matrix<Format>, ScaleOutput<Layout>, const QuantOptions&, Stream);
 #define FP8SCALE_SILU_CLAMP_QUANT_INSTANCE(PREFIX, Format, Layout, In)                                              \
   PREFIX template Result<QuantizedTensor<Format, Layout>> siluClampQuant<Format, Layout, In>(                      \
-      const SiluClampInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, Stream);
+      const SiluClampInput<In>&, Fp8Matrix<Format>, ScaleOutput<Layout>, const QuantOptions&, Stream);
 #define FP8SCALE_RMSNORM_QUANT_INSTANCE(PREFIX, Format, Layout, In)                                                 \
   PREFIX template Result<QuantizedTensor<Format, Layout>> rmsNormQuant<Format, Layout, In>(                        \
       const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, Stream);      \
@@ -77,19 +77,26 @@
 #define FP8SCALE_GROUP_QUANT_INSTANCES(PREFIX)                                                                      \
   FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_GROUP_QUANT_INSTANCE)                                                   \
   FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES(PREFIX)
-/// Group quant into the exponent layouts, for their NVIDIA consumers (SM100
-/// DeepGEMM, cuBLASLt / CUTLASS MXFP8): bf16 into e4m3fn (the PyTorch op and
-/// the tests; the kernels of the UE8M0 rule and group sizes 32 and 128
-/// alone, dispatchRuleAndGroup). Empty on AMD, whose MX GEMMs read other
-/// layouts: a HIP call is instantiated where it is made.
+/// The producers into the exponent layouts, for their NVIDIA consumers (SM100
+/// DeepGEMM, cuBLASLt / CUTLASS MXFP8): bf16 into e4m3fn (the kernels of the
+/// UE8M0 rule and group sizes 32 and 128 alone, dispatchRuleAndGroup). Group
+/// quant into both (the PyTorch op and the tests); SiLU-clamp quant into
+/// the packed words (SGLang's fused SiLU with UE8M0 scales for DeepGEMM).
+/// Empty on AMD, whose MX GEMMs read other layouts: a HIP call is
+/// instantiated where it is made.
 #if defined(FP8SCALE_PLATFORM_CUDA)
 #define FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES(PREFIX)                                                             \
   FP8SCALE_GROUP_QUANT_INSTANCE(PREFIX, E4M3FN, PackedUe8m0, BFloat16)                                              \
   FP8SCALE_GROUP_QUANT_INSTANCE(PREFIX, E4M3FN, Swizzled128x4, BFloat16)
+#define FP8SCALE_SILU_CLAMP_QUANT_EXPONENT_INSTANCES(PREFIX)                                                        \
+  FP8SCALE_SILU_CLAMP_QUANT_INSTANCE(PREFIX, E4M3FN, PackedUe8m0, BFloat16)
 #else
 #define FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES(PREFIX)
+#define FP8SCALE_SILU_CLAMP_QUANT_EXPONENT_INSTANCES(PREFIX)
 #endif
-#define FP8SCALE_SILU_CLAMP_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_SILU_CLAMP_QUANT_INSTANCE)
+#define FP8SCALE_SILU_CLAMP_QUANT_INSTANCES(PREFIX)                                                                 \
+  FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_SILU_CLAMP_QUANT_INSTANCE)                                              \
+  FP8SCALE_SILU_CLAMP_QUANT_EXPONENT_INSTANCES(PREFIX)
 #define FP8SCALE_RMSNORM_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_RMSNORM_QUANT_INSTANCE)
 #define FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCES(PREFIX)                                                           \
   FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCE)

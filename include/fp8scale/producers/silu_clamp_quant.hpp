@@ -85,15 +85,16 @@ struct SiluClampQuantKernelFor {
 #if defined(FP8SCALE_HAS_DEVICE)
 
 /// SiLU-clamp quant on `stream`: q[M, I] and scales (M, I / groupSize) in
-/// `Layout` (RowMajor: TRANSPOSE_SCALE false; ColMajor: true, padding zeroed).
+/// `Layout` (RowMajor: TRANSPOSE_SCALE false; ColMajor: true, padding zeroed;
+/// the exponent layouts as groupQuant() writes them).
 /// Alignment and errors as groupQuant(), plus kLdTooSmall ('ldx' < 2 I) and
 /// kInvalidValue ('limit' NaN). M == 0 as groupQuant().
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q,
                                                        ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                        Stream stream) {
-  static_assert(Layout::kStridedScales,
-                "producers write RowMajor or ColMajor scales");
+  static_assert(Layout::kStridedScales || Layout::kExponentBytes,
+                "SiLU-clamp quant writes RowMajor, ColMajor, PackedUe8m0 or Swizzled128x4 scales");
   float fmax = 0.0f;
   if (Status s = detail::checkSiluClampQuant("siluClampQuant", in, q, scale, opt, fmax); !s) return s;
   return detail::runGroupTileProducer<In, detail::SiluClampQuantKernelFor<In, Format, Layout>::template Of>(

@@ -33,9 +33,10 @@ constexpr double kFusedMaxUe8m0FlipFraction = 1e-4;
 constexpr double kSiluMaxScaleRel = 1.0 / (1 << 19);
 constexpr double kRmsNormMaxScaleRel = 1.0 / (1 << 16);
 
-/// SiLU-clamp quant of `in` into q[M, I] and scale (M, I / groupSize).
+/// SiLU-clamp quant of `in` into q[M, I] and scale (M, I / groupSize), in
+/// any layout groupQuant's reference writes.
 template <class Format, class Rule, class In, class Layout>
-Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleOutput<Layout> scale,
                       int groupSize, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
   const QuantOptions opt = referenceOptions<Rule>(groupSize, fmax, eps);
   float checkedFmax = 0.0f;
@@ -47,7 +48,8 @@ Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleVi
       const In* gate = in.x + m * in.ldx + g * groupSize;
       const In* up = gate + in.intermediate;
       for (int i = 0; i < groupSize; ++i) a[i] = siluClamp(toFloat(gate[i]), toFloat(up[i]), in.limit);
-      scale(m, g) = quantizeGroup<Format, Rule>(a.data(), groupSize, &q(m, g * groupSize), checkedFmax, eps);
+      scale(m, g) = encodeScale<typename Layout::Element>(
+          quantizeGroup<Format, Rule>(a.data(), groupSize, &q(m, g * groupSize), checkedFmax, eps));
     }
   }
   zeroPadding(scale);

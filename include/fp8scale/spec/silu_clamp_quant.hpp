@@ -62,7 +62,7 @@ namespace detail {
 /// checkQuantArgs.
 template <class Format, class In, class Layout>
 Status checkSiluClampQuant(const char* fn, const SiluClampInput<In>& in, const Fp8Matrix<Format>& q,
-                           const ScaleView<float, Layout>& scale, const QuantOptions& opt, float& fmax) {
+                           const ScaleOutput<Layout>& scale, const QuantOptions& opt, float& fmax) {
   if (Status s = checkProducerOptions<Format, Layout>(fn, opt, fmax); !s) return s;
   if (in.intermediate < 0)
     return Status::error(StatusCode::kInvalidShape, fn, "intermediate", "extent is negative", in.intermediate);

@@ -97,17 +97,17 @@ def sglang_refusals(op: str, masked_m) -> None:
 
 def packed_ue8m0_scale(op: str, x2, q2, group_size, fmax, eps, silu_and_mul, out=None):
     """SGLang's scale_ue8m0=True: UE8M0-rule scales packed four to an int32
-    word (DeepGEMM's packed UE8M0); into `out` when given. Group quant of
-    bfloat16 into float8_e4m3fn in groups of 32 or 128 writes the words
-    itself; otherwise the scales are written column-major with the
-    TMA-aligned ld and packed by one more launch
-    (fp8scale.materialize(layout="packed_ue8m0"))."""
+    word (DeepGEMM's packed UE8M0); into `out` when given. Bfloat16 into
+    float8_e4m3fn in groups of 32 or 128: the producer (group quant, or SiLU
+    with `silu_and_mul`) writes the words itself; otherwise the scales are
+    written column-major with the TMA-aligned ld and packed by one more
+    launch (fp8scale.materialize(layout="packed_ue8m0"))."""
     m, g = x2.shape[0], q2.shape[1] // group_size
     if out is None:
         out = _layout.new_packed_ue8m0(m, g, x2.device)
-    if (not silu_and_mul and x2.dtype == torch.bfloat16 and q2.dtype == torch.float8_e4m3fn
+    if (x2.dtype == torch.bfloat16 and q2.dtype == torch.float8_e4m3fn
             and group_size in _ops.PACKED_GROUP_SIZES):
-        call_quant(x2, q2, out, group_size, True, fmax, eps)
+        call_quant(x2, q2, out, group_size, True, fmax, eps, silu_and_mul)
         return out
     s = _layout.new_scale(m, g, True, 4, x2.device)
     call_quant(x2, q2, s, group_size, True, fmax, eps, silu_and_mul)
