@@ -7,6 +7,11 @@
 // column-major relayout that is a no-op (no launch, same pointer) when the
 // bytes already are what the consumer reads.
 //
+// The SM100 consumers read UE8M0 exponent bytes instead (DeepGEMM's packed
+// words, the 128 x 4 tiles of MXFP8): consumerScaleLayout(consumer) names the
+// layout, which group quant and SiLU-clamp quant write themselves, and which
+// materialize(src, dst, stream) produces from fp32 UE8M0 scales otherwise.
+//
 // The bpreshuffle form emitTransposed(m, onBpreshuffleGfx95) follows sglang's
 // fp8_utils (emit_transposed_bpreshuffle_scale,
 // materialize_bpreshuffle_fp8_scale): transposed emission only for M >= 2,
@@ -34,7 +39,35 @@ enum class ScaleConsumer : std::uint8_t {
   kBpreshuffleGfx95,  ///< aiter gemm_a8w8_blockscale_bpreshuffle on gfx950: [G][M], ld == M exactly
   kCublasLtVec128,    ///< cuBLASLt CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F (sm_90, CUDA >= 12.9)
   kDeepGemmTma,       ///< DeepGEMM-style TMA loads: [G][align(M, 4)]
+  kDeepGemmSm100,     ///< DeepGEMM's SM100 FP8 GEMMs: packed UE8M0 words (PackedUe8m0, ld = align(M, 4))
+  kMxfp8Swizzled,     ///< Blackwell MXFP8 block-scaled MMA (cuBLASLt VEC32_UE8M0, CUTLASS): Swizzled128x4
 };
+
+/// The scale layouts a consumer reads: the fp32 ones (TRANSPOSE_SCALE false
+/// or true) and the UE8M0 exponent layouts.
+enum class ScaleLayoutKind : std::uint8_t {
+  kRowMajor,       ///< RowMajor fp32
+  kColumnMajor,    ///< ColMajor fp32, ld = consumerScaleLd()
+  kPackedUe8m0,    ///< PackedUe8m0 exponent bytes, ld = align(M, 4) words
+  kSwizzled128x4,  ///< Swizzled128x4 exponent bytes
+};
+
+/// The layout `c` reads its activation scales in: what a producer feeding it
+/// writes (directly, or through materialize). Keyed on the consumer, never on
+/// the device: a consumer that reads row-major gets row-major on any GPU.
+FP8SCALE_HOST_DEVICE constexpr ScaleLayoutKind consumerScaleLayout(ScaleConsumer c) {
+  return c == ScaleConsumer::kRowMajor         ? ScaleLayoutKind::kRowMajor
+         : c == ScaleConsumer::kDeepGemmSm100  ? ScaleLayoutKind::kPackedUe8m0
+         : c == ScaleConsumer::kMxfp8Swizzled  ? ScaleLayoutKind::kSwizzled128x4
+                                               : ScaleLayoutKind::kColumnMajor;
+}
+
+/// Whether `c` reads UE8M0 exponent bytes (the producer then takes
+/// ScaleRule::kUE8M0 and a group of 128 for DeepGEMM, 32 for MXFP8).
+FP8SCALE_HOST_DEVICE constexpr bool consumerReadsExponents(ScaleConsumer c) {
+  return consumerScaleLayout(c) == ScaleLayoutKind::kPackedUe8m0 ||
+         consumerScaleLayout(c) == ScaleLayoutKind::kSwizzled128x4;
+}
 
 /// True for the gfx95 family (MI350 / MI355X), from a gcnArchName such as
 /// "gfx950:sramecc+:xnack-". Features after ':' are ignored.
@@ -43,10 +76,13 @@ inline bool isGfx95Arch(const std::string& archName) {
   return base.size() >= 5 && base.compare(0, 5, "gfx95") == 0;
 }
 
-/// The consumer a device's default blockscale GEMM path uses: gfx95 ->
-/// bpreshuffle; other AMD -> row-major; NVIDIA compute capability >= 9.0 ->
-/// TMA-aligned column-major (DeepGEMM; cuBLASLt accepts the same buffer when M
-/// is padded to a multiple of 4); older NVIDIA -> row-major.
+/// The consumer of fp32 scales a device's default blockscale GEMM path uses:
+/// gfx95 -> bpreshuffle; other AMD -> row-major; NVIDIA compute capability
+/// >= 9.0 -> TMA-aligned column-major (DeepGEMM; cuBLASLt accepts the same
+/// buffer when M is padded to a multiple of 4); older NVIDIA -> row-major.
+/// Never an exponent consumer (kDeepGemmSm100, kMxfp8Swizzled): those take
+/// the UE8M0 rule and their own group size, a numerics choice a site makes
+/// by naming its GEMM, not one a device query may make for it.
 inline ScaleConsumer detectScaleConsumer(const DeviceInfo& device) {
   if (device.isAmd) return isGfx95Arch(device.archName) ? ScaleConsumer::kBpreshuffleGfx95 : ScaleConsumer::kRowMajor;
   return device.ccMajor >= 9 ? ScaleConsumer::kDeepGemmTma : ScaleConsumer::kRowMajor;
@@ -57,9 +93,9 @@ inline bool onBpreshuffleGfx95(const DeviceInfo& device) {
   return detectScaleConsumer(device) == ScaleConsumer::kBpreshuffleGfx95;
 }
 
-/// Whether the consumer reads column-major scales.
+/// Whether the consumer reads column-major fp32 scales.
 FP8SCALE_HOST_DEVICE constexpr bool consumerIsColumnMajor(ScaleConsumer c) {
-  return c != ScaleConsumer::kRowMajor;
+  return consumerScaleLayout(c) == ScaleLayoutKind::kColumnMajor;
 }
 
 /// The column-major ld the consumer reads for M rows:
@@ -68,11 +104,14 @@ FP8SCALE_HOST_DEVICE constexpr bool consumerIsColumnMajor(ScaleConsumer c) {
 ///                       a multiple of 4 with stride equal to it: the GEMM then
 ///                       runs on the padded M)
 ///   kDeepGemmTma      : align(M, 4) (16-byte TMA rows of fp32)
-///   kRowMajor         : 0 (the consumer reads row-major; ld does not apply)
+///   kDeepGemmSm100    : align(M, 4) (int32 words of the packed layout)
+///   kRowMajor, kMxfp8Swizzled : 0 (no ld applies)
 FP8SCALE_HOST_DEVICE constexpr index_t consumerScaleLd(ScaleConsumer c, index_t m) {
   return c == ScaleConsumer::kBpreshuffleGfx95 ? m
-         : (c == ScaleConsumer::kCublasLtVec128 || c == ScaleConsumer::kDeepGemmTma) ? alignUp(m, 4)
-                                                                                     : 0;
+         : (c == ScaleConsumer::kCublasLtVec128 || c == ScaleConsumer::kDeepGemmTma ||
+            c == ScaleConsumer::kDeepGemmSm100)
+             ? alignUp(m, 4)
+             : 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -85,7 +124,9 @@ FP8SCALE_HOST_DEVICE constexpr index_t consumerScaleLd(ScaleConsumer c, index_t 
 /// column-major and row-major bytes are not already its bytes: for M >= 2,
 /// and at M == 1 for consumers with a padded ld (cuBLASLt, DeepGEMM read
 /// ld = align(1, 4) = 4, whose padding slots a row-major emission lacks).
-/// False for kRowMajor and for m < 1.
+/// False for kRowMajor and for m < 1; false for the exponent consumers too,
+/// whose producers write consumerScaleLayout() directly (the fp32
+/// transposed emission is not their bytes).
 FP8SCALE_HOST_DEVICE constexpr bool emitTransposed(ScaleConsumer consumer, index_t m) {
   return consumerIsColumnMajor(consumer) && (m >= 2 || (m == 1 && consumerScaleLd(consumer, m) != m));
 }

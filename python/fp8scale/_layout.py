@@ -23,12 +23,18 @@ class ScaleConsumer(str, enum.Enum):
         torch's F.scaled_mm with BlockWise1x128 scales is this consumer (its GEMM
         runs on align(M, 4) rows; examples/python/deepseek_v3_sites.py).
     DEEPGEMM_TMA: DeepGEMM-style TMA loads: [G][align(M, 4)].
+    DEEPGEMM_SM100: DeepGEMM's SM100 FP8 GEMMs: packed UE8M0 int32 words,
+        strides (1, align(M, 4)) (group_quant(scale_layout="packed_ue8m0")).
+    MXFP8_SWIZZLED: Blackwell MXFP8 block-scaled MMA (cuBLASLt VEC32_UE8M0,
+        CUTLASS): UE8M0 bytes in 128 x 4 tiles.
     """
 
     ROW_MAJOR = "row_major"
     BPRESHUFFLE_GFX95 = "bpreshuffle_gfx95"
     CUBLASLT_VEC128 = "cublaslt_vec128"
     DEEPGEMM_TMA = "deepgemm_tma"
+    DEEPGEMM_SM100 = "deepgemm_sm100"
+    MXFP8_SWIZZLED = "mxfp8_swizzled"
 
 
 def _consumer(consumer) -> ScaleConsumer:
@@ -50,18 +56,33 @@ def align_up(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
+def consumer_scale_layout(consumer) -> str:
+    """The layout `consumer` reads its scales in: "row_major",
+    "column_major", "packed_ue8m0" or "swizzled_128x4". Keyed on the
+    consumer, never the device (consumerScaleLayout of layout_policy.hpp)."""
+    c = _consumer(consumer)
+    if c is ScaleConsumer.ROW_MAJOR:
+        return "row_major"
+    if c is ScaleConsumer.DEEPGEMM_SM100:
+        return "packed_ue8m0"
+    if c is ScaleConsumer.MXFP8_SWIZZLED:
+        return "swizzled_128x4"
+    return "column_major"
+
+
 def consumer_is_column_major(consumer) -> bool:
-    """Whether `consumer` reads column-major scales."""
-    return _consumer(consumer) is not ScaleConsumer.ROW_MAJOR
+    """Whether `consumer` reads column-major float32 scales."""
+    return consumer_scale_layout(consumer) == "column_major"
 
 
 def consumer_scale_ld(consumer, m: int) -> int:
-    """The column-major ld `consumer` reads for `m` rows: m (bpreshuffle),
-    align(m, 4) (cuBLASLt, DeepGEMM), 0 for a row-major consumer."""
+    """The ld `consumer` reads for `m` rows: m (bpreshuffle), align(m, 4)
+    (cuBLASLt, DeepGEMM; the packed words of DeepGEMM on SM100), 0 where no
+    ld applies (row-major, the MXFP8 tiles)."""
     c = _consumer(consumer)
     if c is ScaleConsumer.BPRESHUFFLE_GFX95:
         return m
-    if c in (ScaleConsumer.CUBLASLT_VEC128, ScaleConsumer.DEEPGEMM_TMA):
+    if c in (ScaleConsumer.CUBLASLT_VEC128, ScaleConsumer.DEEPGEMM_TMA, ScaleConsumer.DEEPGEMM_SM100):
         return align_up(m, 4)
     return 0
 
@@ -72,7 +93,8 @@ def emit_transposed(m: int, consumer) -> bool:
     consumer_scale_ld). True when the consumer reads column-major and
     row-major bytes are not already its bytes: for m >= 2, and at m == 1 for
     consumers with a padded ld (cuBLASLt, DeepGEMM read ld = 4 there). False
-    for a row-major consumer and for m < 1. emitTransposed(consumer, m) of
+    for a row-major consumer, for the exponent consumers (their producers
+    write consumer_scale_layout() itself) and for m < 1. emitTransposed(consumer, m) of
     include/fp8scale/layout_policy.hpp; sglang's
     emit_transposed_bpreshuffle_scale is its BPRESHUFFLE_GFX95 case.
     """
@@ -82,9 +104,11 @@ def emit_transposed(m: int, consumer) -> bool:
 
 
 def detect_scale_consumer(device: Optional[torch.device] = None) -> ScaleConsumer:
-    """The consumer a device's default blockscale GEMM uses: gfx95x ->
-    BPRESHUFFLE_GFX95; other AMD -> ROW_MAJOR; NVIDIA compute capability
-    >= 9.0 -> DEEPGEMM_TMA (cuBLASLt reads the same buffer); older -> ROW_MAJOR.
+    """The consumer of float32 scales a device's default blockscale GEMM uses:
+    gfx95x -> BPRESHUFFLE_GFX95; other AMD -> ROW_MAJOR; NVIDIA compute
+    capability >= 9.0 -> DEEPGEMM_TMA (cuBLASLt reads the same buffer); older
+    -> ROW_MAJOR. Never DEEPGEMM_SM100 or MXFP8_SWIZZLED: their UE8M0 scales
+    are a choice the site makes by naming its GEMM.
     Raises RuntimeError where torch sees no GPU (name the consumer instead)."""
     if not torch.cuda.is_available():
         raise RuntimeError(

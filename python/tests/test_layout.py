@@ -20,11 +20,24 @@ from fp8scale import _layout
         (C.CUBLASLT_VEC128, 5, 8, True),
         (C.DEEPGEMM_TMA, 17, 20, True),
         ("deepgemm_tma", 4, 4, True),
+        (C.DEEPGEMM_SM100, 17, 20, False),  # packed words: the producer writes them itself
+        (C.MXFP8_SWIZZLED, 17, 0, False),
     ],
 )
 def test_gate_and_consumer_ld(consumer, m, ld, gate):
     assert fp8scale.consumer_scale_ld(consumer, m) == ld
     assert fp8scale.emit_transposed(m, consumer) is gate
+
+
+@pytest.mark.parametrize(
+    "consumer, layout",
+    [(C.ROW_MAJOR, "row_major"), (C.BPRESHUFFLE_GFX95, "column_major"), (C.CUBLASLT_VEC128, "column_major"),
+     (C.DEEPGEMM_TMA, "column_major"), ("DEEPGEMM_SM100", "packed_ue8m0"), (C.MXFP8_SWIZZLED, "swizzled_128x4")],
+)
+def test_each_consumer_reads_one_layout(consumer, layout):
+    """The layout is keyed on the consumer (layout_policy.hpp's consumerScaleLayout)."""
+    assert fp8scale.consumer_scale_layout(consumer) == layout
+    assert fp8scale.consumer_is_column_major(consumer) is (layout == "column_major")
 
 
 def test_unknown_consumer_is_named():

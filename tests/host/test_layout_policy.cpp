@@ -85,6 +85,31 @@ TEST(LayoutPolicy, ConsumerDetectedFromDeviceProperties) {
   EXPECT_EQ(detectScaleConsumer(a100), ScaleConsumer::kRowMajor);
 }
 
+// The gate is keyed on the consumer: each reads one layout whatever the
+// device; the SM100 consumers read exponent bytes, which the fp32 transposed
+// emission is not (their producers write the layout itself).
+TEST(LayoutPolicy, EachConsumerReadsOneLayout) {
+  EXPECT_EQ(consumerScaleLayout(ScaleConsumer::kRowMajor), ScaleLayoutKind::kRowMajor);
+  EXPECT_EQ(consumerScaleLayout(ScaleConsumer::kBpreshuffleGfx95), ScaleLayoutKind::kColumnMajor);
+  EXPECT_EQ(consumerScaleLayout(ScaleConsumer::kCublasLtVec128), ScaleLayoutKind::kColumnMajor);
+  EXPECT_EQ(consumerScaleLayout(ScaleConsumer::kDeepGemmTma), ScaleLayoutKind::kColumnMajor);
+  EXPECT_EQ(consumerScaleLayout(ScaleConsumer::kDeepGemmSm100), ScaleLayoutKind::kPackedUe8m0);
+  EXPECT_EQ(consumerScaleLayout(ScaleConsumer::kMxfp8Swizzled), ScaleLayoutKind::kSwizzled128x4);
+  for (ScaleConsumer c : {ScaleConsumer::kDeepGemmSm100, ScaleConsumer::kMxfp8Swizzled}) {
+    EXPECT_TRUE(consumerReadsExponents(c));
+    EXPECT_FALSE(consumerIsColumnMajor(c));
+    for (index_t m : {0, 1, 2, 17}) EXPECT_FALSE(emitTransposed(c, m)) << m;
+  }
+  EXPECT_FALSE(consumerReadsExponents(ScaleConsumer::kDeepGemmTma));
+  EXPECT_EQ(consumerScaleLd(ScaleConsumer::kDeepGemmSm100, 17), 20);  // words: PackedUe8m0{align(M, 4)}
+  EXPECT_EQ(consumerScaleLd(ScaleConsumer::kMxfp8Swizzled, 17), 0);
+  // A device query never picks an exponent consumer: the UE8M0 rule is the
+  // site's choice (it names the GEMM).
+  DeviceInfo b200;
+  b200.ccMajor = 10;
+  EXPECT_EQ(detectScaleConsumer(b200), ScaleConsumer::kDeepGemmTma);
+}
+
 TEST(LayoutPolicy, ConsumerLd) {
   for (index_t m : {0, 1, 2, 3, 4, 5, 16, 17, 129}) {
     EXPECT_EQ(consumerScaleLd(ScaleConsumer::kBpreshuffleGfx95, m), m);
