@@ -69,10 +69,8 @@ void expectDirectEmitEqualsRowMajorPlusMaterialize(index_t M, index_t K, int gro
   EXPECT_EQ(want[span], 0xAB) << "materialize wrote past the span";
 
   if (M > 1000) return;  // the host reference: the contract's rows
-  std::vector<std::uint8_t> q(M * K + 1);
-  alignas(16) static std::uint8_t host[1 << 16];
-  ASSERT_LE(span, index_t{1} << 16);
-  std::fill(host, host + sizeof host, std::uint8_t{0x77});
+  std::vector<std::uint8_t> q(M * K + 1), hostBuffer(static_cast<std::size_t>(span) + 16, 0x77);
+  std::uint8_t* host = hostBuffer.data() + (16 - reinterpret_cast<std::uintptr_t>(hostBuffer.data()) % 16) % 16;
   const Status hs = reference::groupQuant<E4M3FN, ScaleUE8M0>(
       x.data(), M, K, K, group, Fp8Matrix<E4M3FN>{q.data(), M, K, K},
       ScaleView<std::uint8_t, Layout>::make(host, M, G, layout).value());
