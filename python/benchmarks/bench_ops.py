@@ -34,6 +34,7 @@ import statistics
 import torch
 
 import fp8scale
+from graph_timing import graph_us
 from host_timing import host_us
 import launcher_shim as shim
 
@@ -133,33 +134,6 @@ class Case:
             return lambda: fp8scale.silu_clamp_quant(x, LIMIT, GROUP, transpose_scale=cm, ld_align=la)
         return lambda: fp8scale.rmsnorm_quant(x, self.w, NORM_EPS, GROUP, residual=self.residual,
                                               transpose_scale=cm, ld_align=la)
-
-
-def graph_us(make, calls=20, replays=15) -> float:
-    """Median device time per call of a graph of `calls` calls. `make()` is
-    called inside the capture and returns the callable to capture."""
-    side = torch.cuda.Stream()
-    with torch.cuda.stream(side):
-        f = make()
-        for _ in range(3):
-            f()  # warm-up (and compilation) outside the capture
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        f = make()
-        for _ in range(calls):
-            f()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """DeepGEMM's packed UE8M0 scales: the producer writing them against emission + relayout.
 
 Group quant of bf16 x [M, 7168] into e4m3fn, groups of 128, UE8M0 rule, device
-time per call under CUDA-graph replay (a graph of 20 calls, median of 15
-replays; rounds interleaved, the middle one reversed; the median over rounds
-and the spread) of
+time per call under CUDA-graph replay (graph_timing.graph_us: a graph of 20
+calls, median of 15 replays; rounds interleaved, every other one reversed;
+the median over rounds and the spread) of
 
   packed:             group_quant writing the packed int32 words itself
   packed+PDL:         the same with programmatic dependent launch
@@ -26,34 +26,9 @@ import statistics
 import torch
 
 import fp8scale
+from graph_timing import graph_us
 
 K, G, GROUP = 7168, 56, 128
-
-
-def graph_us(f, calls=20, replays=15) -> float:
-    """Median device time per call of a graph of `calls` calls of f()."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            f()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            f()
-    for _ in range(3):
-        g.replay()
-    times = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(times)
 
 
 def variants(m: int) -> dict:
@@ -88,7 +63,7 @@ def main() -> None:
             calls = variants(m)
             names = list(calls) if r % 2 == 0 else list(reversed(calls))
             for name in names:
-                samples.setdefault((m, name), []).append(graph_us(calls[name]))
+                samples.setdefault((m, name), []).append(graph_us(lambda: calls[name]))
     names = list(variants(1))
     rows = []
     for m in ms:

@@ -21,6 +21,16 @@ template <class Layout>
 class ExponentEmitDevice : public DeviceTest {};
 TYPED_TEST_SUITE(ExponentEmitDevice, ExponentLayoutTypes);
 
+/// x on the device, with 8 zero elements past its end (the 16-byte loads of
+/// a slice stay in the allocation at M == 0 too).
+DeviceBuffer<BFloat16> onDevice(const std::vector<BFloat16>& x) {
+  DeviceBuffer<BFloat16> d(x.size() + 8);
+  std::vector<BFloat16> padded = x;
+  padded.resize(x.size() + 8, fromF<BFloat16>(0.0f));
+  d.upload(padded);
+  return d;
+}
+
 /// One case: bf16 x[M, K] in groups of `group`, UE8M0 rule. `evictLast`: the
 /// direct emission's scale stores carry the L2 evict_last policy (the byte
 /// store's own instruction).
@@ -30,10 +40,7 @@ void expectDirectEmitEqualsRowMajorPlusMaterialize(index_t M, index_t K, int gro
   SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " group=" << group
                                     << (evictLast ? " evict_last" : ""));
   const auto x = makeActivations<BFloat16>(M, K, K, static_cast<unsigned>(M * 131 + K + group), E4M3FN::kMax);
-  DeviceBuffer<BFloat16> dx(M * K + 8);
-  std::vector<BFloat16> padded = x;
-  padded.resize(M * K + 8, fromF<BFloat16>(0.0f));
-  dx.upload(padded);
+  const DeviceBuffer<BFloat16> dx = onDevice(x);
   const Layout layout = exponentLayout<Layout>(M, G);
   const index_t span = layout.requiredSpan(M, G);
   DeviceBuffer<std::uint8_t> q1(M * K + 16), q2(M * K + 16), relaid(span + 16), direct(span + 16);
@@ -114,11 +121,8 @@ TEST_F(ExponentEmitDeviceSilu, PackedEqualsRowMajorEmitPlusMaterialize) {
       for (int group : {128, 32}) {
         const index_t G = I / group;
         SCOPED_TRACE(::testing::Message() << "M=" << M << " I=" << I << " group=" << group);
-        const auto x = makeActivations<BFloat16>(M, 2 * I, 2 * I, static_cast<unsigned>(M * 7 + I + group), 8.0f);
-        DeviceBuffer<BFloat16> dx(M * 2 * I + 8);
-        std::vector<BFloat16> padded = x;
-        padded.resize(M * 2 * I + 8, fromF<BFloat16>(0.0f));
-        dx.upload(padded);
+        const DeviceBuffer<BFloat16> dx =
+            onDevice(makeActivations<BFloat16>(M, 2 * I, 2 * I, static_cast<unsigned>(M * 7 + I + group), 8.0f));
         const PackedUe8m0 layout = exponentLayout<PackedUe8m0>(M, G);
         const index_t span = layout.requiredSpan(M, G);
         DeviceBuffer<std::uint8_t> q1(M * I + 16), q2(M * I + 16), relaid(span + 16), direct(span + 16);
