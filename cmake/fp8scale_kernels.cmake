@@ -16,8 +16,8 @@
 # One translation unit per producer and input type; RMSNorm quant, whose
 # kernels take the longest to compile, one per input type and fp8 format.
 # One per input type for RMSNorm quant's row loop (on CUDA only the tests
-# launch it), one for materialize, one for the producers into the exponent
-# layouts, one for the weight block quant, one for the fused allreduce. A
+# launch it), one for materialize, two for the producers into the exponent
+# layouts (RMSNorm quant's apart), one for the weight block quant, one for the fused allreduce. A
 # library of what the PyTorch ops call alone (OPS_ONLY: the op library as
 # pip builds it) holds the producers and materialize in one unit per input
 # type, the exponent layouts with bf16.
@@ -91,6 +91,8 @@ function(_fp8scale_kernel_sources out_var ops_only cuda)
     _fp8scale_kernel_unit(exponent_layouts producers/silu_clamp_quant.hpp
                           "FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES()\nFP8SCALE_SILU_CLAMP_QUANT_EXPONENT_INSTANCES()"
                           sources)
+    _fp8scale_kernel_unit(rmsnorm_quant_exponent_layouts producers/rmsnorm_quant.hpp
+                          "FP8SCALE_RMSNORM_QUANT_EXPONENT_INSTANCES()" sources)
   endif()
   _fp8scale_kernel_unit(weight_block_quant consumers/weight_block_quant.hpp "FP8SCALE_WEIGHT_BLOCK_QUANT_INSTANCES()"
                         sources)

@@ -199,6 +199,24 @@ FP8SCALE_HOST_DEVICE constexpr bool isPaddingTile(const ScaleView<T, Layout>& v,
   return tileStart >= v.rows() && tileStart - v.rows() < tileRows && v.hasPaddingRows();
 }
 
+namespace detail {
+
+/// The padding groups [cols, align(cols, 4)) of a row of an exponent layout,
+/// given `last`, the address of the row's group cols - 1: the bytes after it
+/// in its 4-byte word (both layouts keep groups 4q .. 4q + 3 of a row in the
+/// four bytes of one aligned word: kGroupsPerWord), so one address serves
+/// them all.
+template <class T>
+FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void zeroWordTail(T* last, index_t cols) {
+  const int used = static_cast<int>(cols % 4);  // groups of the last word; 0: a whole word, no padding
+  if (used == 0) return;
+  last[1] = T(0);  // predicated stores, no loop: the producers' registers are scarce here
+  if (used <= 2) last[2] = T(0);
+  if (used == 1) last[3] = T(0);
+}
+
+}  // namespace detail
+
 /// Writes 0 to the padding slots (M + first, g), (M + first + stride, g), ...
 /// of the rows past M of `v`, and for the last column (g == cols - 1) to the
 /// same rows of the padding columns [cols, paddedCols). The threads of a
@@ -209,13 +227,14 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void writeScalePadding(const ScaleView
                                                                  index_t first, index_t stride) {
   const detail::PaddedRect p = v.padded();
   for (index_t m = v.rows() + first; m < p.paddedRows; m += stride) {
-    v(m, g) = T(0);
+    T* const slot = &v(m, g);
+    *slot = T(0);
     if constexpr (Layout::kGroupAlignment > 1) {
-      if (g + 1 == v.cols())
-        for (index_t c = v.cols(); c < p.paddedCols; ++c) v(m, c) = T(0);
+      if (g + 1 == v.cols()) detail::zeroWordTail(slot, v.cols());  // the padding groups of row m (writeRowPadding)
     }
   }
 }
+
 
 /// Writes 0 to the padding groups [cols, paddedCols) of row m (< M) of `v`:
 /// exponent layouts whose G is not a multiple of 4. Nothing for the fp32
@@ -223,8 +242,8 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void writeScalePadding(const ScaleView
 template <class T, class Layout>
 FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void writeRowPadding(const ScaleView<T, Layout>& v, index_t m) {
   if constexpr (Layout::kGroupAlignment > 1) {
-    const detail::PaddedRect p = v.padded();
-    for (index_t c = v.cols(); c < p.paddedCols; ++c) v(m, c) = T(0);
+    static_assert(Layout::kGroupsPerWord == Layout::kGroupAlignment, "a row's padding groups share its last word");
+    if (v.cols() > 0) detail::zeroWordTail(&v(m, v.cols() - 1), v.cols());
   } else {
     (void)v;
     (void)m;

@@ -146,6 +146,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ExponentLayouts,
                          ::testing::Combine(::testing::Values<index_t>(1, 3, 127, 129),
                                             ::testing::Values<index_t>(1, 3, 4, 5, 56), ::testing::Bool()));
 
+/// A reference run twice, `produce(q, scale)`: into row-major UE8M0
+/// scales relaid by materializeHost, and into `Layout` directly; the same
+/// fp8 bytes, the same layout bytes (padding included), nothing written
+/// past the span.
+template <class Layout, class Produce>
+void expectReferenceDirectEqualsRelaid(index_t M, index_t cols, index_t G, const Produce& produce) {
+  const Layout layout = [&] {  // the consumer's: ld = align(M, 4) words, or the 128 x 4 tiles
+    if constexpr (std::is_same<Layout, PackedUe8m0>::value) return PackedUe8m0{alignUp(M, 4)};
+    else return Swizzled128x4::forCols(G);
+  }();
+  const index_t span = layout.requiredSpan(M, G);
+  alignas(16) static std::uint8_t direct[1 << 16], relaid[1 << 16];
+  ASSERT_LT(span, index_t{sizeof direct});
+  std::memset(direct, 0xC3, sizeof direct);
+  std::memset(relaid, 0x5A, sizeof relaid);
+  std::vector<std::uint8_t> q1(static_cast<std::size_t>(M * cols) + 1), q2(q1.size());
+  std::vector<float> rowScales(static_cast<std::size_t>(M * G) + 1);
+  const auto rowView = rowMajorView(rowScales.data(), M, G).value();
+  const Status row = produce(q1.data(), rowView);
+  ASSERT_TRUE(row.isOk()) << row.message();
+  ASSERT_TRUE(materializeHost(rowView, ScaleView<std::uint8_t, Layout>::make(relaid, M, G, layout).value()).isOk());
+  const Status st = produce(q2.data(), ScaleView<std::uint8_t, Layout>::make(direct, M, G, layout).value());
+  ASSERT_TRUE(st.isOk()) << st.message();
+  EXPECT_EQ(q1, q2);
+  for (index_t b = 0; b < span; ++b) ASSERT_EQ(direct[b], relaid[b]) << "byte " << b;
+  EXPECT_EQ(direct[span], 0xC3) << "written past the span";
+}
+
 // The host reference writes each exponent layout directly: the same fp8
 // bytes, and the same bytes of the layout (exponents and zero padding, over
 // garbage) as row-major UE8M0 scales relaid by materializeHost. Groups of
@@ -158,29 +186,9 @@ void expectDirectReferenceEqualsRowMajorPlusMaterialize(index_t M, index_t G, in
   std::vector<BFloat16> x(static_cast<std::size_t>(M * K));
   for (std::size_t i = 0; i < x.size(); ++i)  // magnitudes over many binades, so the exponents differ
     x[i] = toBFloat16(std::ldexp(static_cast<float>(static_cast<int>(i * 7919 % 2001) - 1000), static_cast<int>(i / 97 % 40) - 20));
-  const Layout layout = [&] {
-    if constexpr (std::is_same<Layout, PackedUe8m0>::value) return PackedUe8m0{alignUp(M, 4)};
-    else return Swizzled128x4::forCols(G);
-  }();
-  const index_t span = layout.requiredSpan(M, G);
-  alignas(16) static std::uint8_t direct[1 << 16], relaid[1 << 16];
-  ASSERT_LE(span, index_t{1} << 16);
-  std::memset(direct, 0xC3, sizeof direct);
-  std::memset(relaid, 0x5A, sizeof relaid);
-  std::vector<std::uint8_t> q1(static_cast<std::size_t>(M * K) + 1), q2(q1.size());
-  std::vector<float> rowScales(static_cast<std::size_t>(M * G) + 1);
-  const auto rowView = rowMajorView(rowScales.data(), M, G).value();
-  ASSERT_TRUE((reference::groupQuant<E4M3FN, ScaleUE8M0>(x.data(), M, K, K, group, Fp8Matrix<E4M3FN>{q1.data(), M, K, K},
-                                                         rowView)
-                   .isOk()));
-  ASSERT_TRUE(materializeHost(rowView, ScaleView<std::uint8_t, Layout>::make(relaid, M, G, layout).value()).isOk());
-  const auto out = ScaleView<std::uint8_t, Layout>::make(direct, M, G, layout).value();
-  const Status s =
-      reference::groupQuant<E4M3FN, ScaleUE8M0>(x.data(), M, K, K, group, Fp8Matrix<E4M3FN>{q2.data(), M, K, K}, out);
-  ASSERT_TRUE(s.isOk()) << s.message();
-  EXPECT_EQ(q1, q2);
-  for (index_t b = 0; b < span; ++b) ASSERT_EQ(direct[b], relaid[b]) << "byte " << b;
-  EXPECT_EQ(direct[span], 0xC3) << "written past the span";
+  expectReferenceDirectEqualsRelaid<Layout>(M, K, G, [&](std::uint8_t* q, auto scale) {
+    return reference::groupQuant<E4M3FN, ScaleUE8M0>(x.data(), M, K, K, group, Fp8Matrix<E4M3FN>{q, M, K, K}, scale);
+  });
 }
 
 TEST(ExponentLayouts, ReferenceGroupQuantWritesThemDirectly) {
@@ -205,34 +213,43 @@ TEST(ExponentLayouts, ReferenceGroupQuantWritesThemDirectly) {
   EXPECT_STREQ(s.argument(), "rule");
 }
 
-// The SiLU-clamp reference into the packed words: row-major UE8M0 scales
-// relaid by materializeHost, byte for byte, padding included.
-TEST(ExponentLayouts, ReferenceSiluClampQuantWritesPackedWordsDirectly) {
+/// bf16 values over a wide range of magnitudes, some zero.
+std::vector<BFloat16> wideRangeInput(std::size_t n) {
+  std::vector<BFloat16> x(n);
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = toBFloat16(std::ldexp(static_cast<float>(static_cast<int>(i * 613 % 201) - 100), static_cast<int>(i / 53 % 12) - 6));
+  return x;
+}
+
+// The SiLU-clamp and RMSNorm references write both exponent layouts as
+// row-major UE8M0 scales relaid by materializeHost, byte for byte.
+TEST(ExponentLayouts, ReferenceFusedQuantWritesThemDirectly) {
   for (index_t M : {0, 1, 3, 5, 129})
-    for (index_t G : {1, 3, 4, 5}) {
-      SCOPED_TRACE(::testing::Message() << "M=" << M << " G=" << G);
-      const index_t I = G * 128;
-      std::vector<BFloat16> x(static_cast<std::size_t>(M * 2 * I));
-      for (std::size_t i = 0; i < x.size(); ++i)
-        x[i] = toBFloat16(std::ldexp(static_cast<float>(static_cast<int>(i * 613 % 201) - 100), static_cast<int>(i / 53 % 12) - 6));
-      const SiluClampInput<BFloat16> in{x.data(), M, I, 2 * I, 7.0f};
-      const index_t span = PackedUe8m0{alignUp(M, 4)}.requiredSpan(M, G);
-      alignas(16) static std::uint8_t direct[1 << 14], relaid[1 << 14];
-      std::memset(direct, 0xC3, sizeof direct);
-      std::memset(relaid, 0x5A, sizeof relaid);
-      std::vector<std::uint8_t> q1(static_cast<std::size_t>(M * I) + 1), q2(q1.size());
-      std::vector<float> rowScales(static_cast<std::size_t>(M * G) + 1);
-      const auto rowView = rowMajorView(rowScales.data(), M, G).value();
-      ASSERT_TRUE((reference::siluClampQuant<E4M3FN, ScaleUE8M0>(in, Fp8Matrix<E4M3FN>{q1.data(), M, I, I}, rowView, 128)
-                       .isOk()));
-      ASSERT_TRUE(materializeHost(rowView, packedUe8m0View(relaid, M, G).value()).isOk());
-      const Status st = reference::siluClampQuant<E4M3FN, ScaleUE8M0>(in, Fp8Matrix<E4M3FN>{q2.data(), M, I, I},
-                                                                       packedUe8m0View(direct, M, G).value(), 128);
-      ASSERT_TRUE(st.isOk()) << st.message();
-      EXPECT_EQ(q1, q2);
-      for (index_t b = 0; b < span; ++b) ASSERT_EQ(direct[b], relaid[b]) << "byte " << b;
-      EXPECT_EQ(direct[span], 0xC3) << "written past the span";
-    }
+    for (index_t G : {1, 3, 4, 5})
+      for (int group : {32, 128}) {
+        SCOPED_TRACE(::testing::Message() << "M=" << M << " G=" << G << " group=" << group);
+        const index_t K = G * group;
+        const std::vector<BFloat16> x = wideRangeInput(static_cast<std::size_t>(M * 2 * K));
+        const SiluClampInput<BFloat16> silu{x.data(), M, K, 2 * K, 7.0f};
+        const auto siluQuant = [&](std::uint8_t* q, auto scale) {
+          return reference::siluClampQuant<E4M3FN, ScaleUE8M0>(silu, Fp8Matrix<E4M3FN>{q, M, K, K}, scale, group);
+        };
+        expectReferenceDirectEqualsRelaid<PackedUe8m0>(M, K, G, siluQuant);
+        expectReferenceDirectEqualsRelaid<Swizzled128x4>(M, K, G, siluQuant);
+        const std::vector<BFloat16> weight = wideRangeInput(static_cast<std::size_t>(K) + 8);
+        RmsNormQuantInput<BFloat16> norm;
+        norm.x = x.data();
+        norm.rows = M;
+        norm.cols = K;
+        norm.ldx = 2 * K;
+        norm.weight = weight.data() + 8;  // 16 bytes in: not all zero at K = 32
+        norm.normEps = 1e-6f;
+        const auto normQuant = [&](std::uint8_t* q, auto scale) {
+          return reference::rmsNormQuant<E4M3FN, ScaleUE8M0>(norm, Fp8Matrix<E4M3FN>{q, M, K, K}, scale, group);
+        };
+        expectReferenceDirectEqualsRelaid<PackedUe8m0>(M, K, G, normQuant);
+        expectReferenceDirectEqualsRelaid<Swizzled128x4>(M, K, G, normQuant);
+      }
 }
 
 TEST(ExponentLayouts, HandWorkedSmallBuffers) {

@@ -43,14 +43,14 @@
       const SiluClampInput<In>&, Fp8Matrix<Format>, ScaleOutput<Layout>, const QuantOptions&, Stream);
 #define FP8SCALE_RMSNORM_QUANT_INSTANCE(PREFIX, Format, Layout, In)                                                 \
   PREFIX template Result<QuantizedTensor<Format, Layout>> rmsNormQuant<Format, Layout, In>(                        \
-      const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, Stream);      \
+      const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleOutput<Layout>, const QuantOptions&, Stream);      \
   PREFIX template Status                                                                                            \
   detail::launchRmsNormQuantBlocks<Format, RmsNormPolicy<In>::kWideThreads, RmsNormPolicy<In>::kWideVecs, In,       \
-                                   Layout>(const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, \
+                                   Layout>(const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleOutput<Layout>, \
                                            const QuantOptions&, float, Stream, index_t);
 #define FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCE(PREFIX, Format, Layout, In)                                        \
   PREFIX template Status detail::launchRmsNormQuantRowLoop<Format, In, Layout>(                                     \
-      const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>, const QuantOptions&, float, Stream);
+      const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleOutput<Layout>, const QuantOptions&, float, Stream);
 
 /// A producer's instantiations for one fp8 format and input type: both
 /// scale layouts the producers write.
@@ -80,24 +80,35 @@
 /// The producers into the exponent layouts, for their NVIDIA consumers (SM100
 /// DeepGEMM, cuBLASLt / CUTLASS MXFP8): bf16 into e4m3fn (the kernels of the
 /// UE8M0 rule and group sizes 32 and 128 alone, dispatchRuleAndGroup). Group
-/// quant into both (the PyTorch op and the tests); SiLU-clamp quant into
-/// the packed words (SGLang's fused SiLU with UE8M0 scales for DeepGEMM).
-/// Empty on AMD, whose MX GEMMs read other layouts: a HIP call is
-/// instantiated where it is made.
+/// quant and RMSNorm quant into both (the PyTorch ops and the tests: the
+/// linear layers' inputs, the attention input); SiLU-clamp quant into the
+/// packed words (SGLang's fused SiLU with UE8M0 scales for DeepGEMM); the
+/// fused allreduce into both (its tests). Empty on AMD, whose MX GEMMs read
+/// other layouts: a HIP call is instantiated where it is made.
 #if defined(FP8SCALE_PLATFORM_CUDA)
+#define FP8SCALE_EXPONENT_INSTANCES(PREFIX, INSTANCE)                                                               \
+  INSTANCE(PREFIX, E4M3FN, PackedUe8m0, BFloat16)                                                                   \
+  INSTANCE(PREFIX, E4M3FN, Swizzled128x4, BFloat16)
 #define FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES(PREFIX)                                                             \
-  FP8SCALE_GROUP_QUANT_INSTANCE(PREFIX, E4M3FN, PackedUe8m0, BFloat16)                                              \
-  FP8SCALE_GROUP_QUANT_INSTANCE(PREFIX, E4M3FN, Swizzled128x4, BFloat16)
+  FP8SCALE_EXPONENT_INSTANCES(PREFIX, FP8SCALE_GROUP_QUANT_INSTANCE)
 #define FP8SCALE_SILU_CLAMP_QUANT_EXPONENT_INSTANCES(PREFIX)                                                        \
   FP8SCALE_SILU_CLAMP_QUANT_INSTANCE(PREFIX, E4M3FN, PackedUe8m0, BFloat16)
+#define FP8SCALE_RMSNORM_QUANT_EXPONENT_INSTANCES(PREFIX)                                                           \
+  FP8SCALE_EXPONENT_INSTANCES(PREFIX, FP8SCALE_RMSNORM_QUANT_INSTANCE)
+#define FP8SCALE_ALLREDUCE_RMSNORM_QUANT_EXPONENT_INSTANCES(PREFIX)                                                 \
+  FP8SCALE_EXPONENT_INSTANCES(PREFIX, FP8SCALE_ALLREDUCE_RMSNORM_QUANT_INSTANCE)
 #else
 #define FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES(PREFIX)
 #define FP8SCALE_SILU_CLAMP_QUANT_EXPONENT_INSTANCES(PREFIX)
+#define FP8SCALE_RMSNORM_QUANT_EXPONENT_INSTANCES(PREFIX)
+#define FP8SCALE_ALLREDUCE_RMSNORM_QUANT_EXPONENT_INSTANCES(PREFIX)
 #endif
 #define FP8SCALE_SILU_CLAMP_QUANT_INSTANCES(PREFIX)                                                                 \
   FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_SILU_CLAMP_QUANT_INSTANCE)                                              \
   FP8SCALE_SILU_CLAMP_QUANT_EXPONENT_INSTANCES(PREFIX)
-#define FP8SCALE_RMSNORM_QUANT_INSTANCES(PREFIX) FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_RMSNORM_QUANT_INSTANCE)
+#define FP8SCALE_RMSNORM_QUANT_INSTANCES(PREFIX)                                                                    \
+  FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_RMSNORM_QUANT_INSTANCE)                                                 \
+  FP8SCALE_RMSNORM_QUANT_EXPONENT_INSTANCES(PREFIX)
 #define FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCES(PREFIX)                                                           \
   FP8SCALE_INPUT_INSTANCES(PREFIX, FP8SCALE_RMSNORM_QUANT_ROW_LOOP_INSTANCE)
 #define FP8SCALE_MATERIALIZE_INSTANCES(PREFIX)                                                                      \
@@ -122,13 +133,14 @@
                                                 index_t, BFloat16*, index_t, Stream, AllreduceAlgorithm);
 #define FP8SCALE_ALLREDUCE_RMSNORM_QUANT_INSTANCE(PREFIX, Format, Layout, In)                                       \
   PREFIX template Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuant<Format, Layout, In>(               \
-      const AllreduceCommunicator&, const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleView<float, Layout>,      \
+      const AllreduceCommunicator&, const RmsNormQuantInput<In>&, Fp8Matrix<Format>, ScaleOutput<Layout>,      \
       const QuantOptions&, Stream, AllreduceAlgorithm);                                                             \
   PREFIX template Result<QuantizedTensor<Format, Layout>> gatheredRmsNormQuant<Format, Layout, In>(                \
-      const RmsNormQuantInput<In>&, int, index_t, In*, Fp8Matrix<Format>, ScaleView<float, Layout>,                 \
+      const RmsNormQuantInput<In>&, int, index_t, In*, Fp8Matrix<Format>, ScaleOutput<Layout>,                 \
       const QuantOptions&, Stream);
 #define FP8SCALE_ALLREDUCE_RMSNORM_QUANT_INSTANCES(PREFIX)                                                          \
-  FP8SCALE_FORMAT_INSTANCES(PREFIX, FP8SCALE_ALLREDUCE_RMSNORM_QUANT_INSTANCE, E4M3FN, BFloat16)
+  FP8SCALE_FORMAT_INSTANCES(PREFIX, FP8SCALE_ALLREDUCE_RMSNORM_QUANT_INSTANCE, E4M3FN, BFloat16)                    \
+  FP8SCALE_ALLREDUCE_RMSNORM_QUANT_EXPONENT_INSTANCES(PREFIX)
 
 /// What each header above declares at its end: its list as `extern template`
 /// declarations in a translation unit compiled with FP8SCALE_KERNEL_LIBRARY

@@ -62,7 +62,7 @@ template <class In, class Format, class Rule, int kGroup, class Layout, int kThr
           AllreduceKernelAlgo kAlgo>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     allreduceRmsNormQuantKernel(AllreduceSources<In> src, BarrierArgs bar, RmsNormQuantInput<In> in,
-                                Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+                                Fp8Matrix<Format> q, ScaleOutput<Layout> scale,
                                 float fmax, float eps, bool scalesEvictLast) {
   constexpr bool kBarriers = kAlgo != AllreduceKernelAlgo::kGathered;
   __shared__ int failed;
@@ -109,11 +109,11 @@ namespace detail {
 template <class Format, AllreduceKernelAlgo kAlgo, class In, class Layout>
 Status launchAllreduceRmsNormQuantFused(const char* fn, const AllreduceCommunicator* comm,
                                         const AllreduceSources<In>& src, int world, const RmsNormQuantInput<In>& in,
-                                        Fp8Matrix<Format> q, ScaleView<float, Layout> scale, const QuantOptions& opt,
+                                        Fp8Matrix<Format> q, ScaleOutput<Layout> scale, const QuantOptions& opt,
                                         float fmax, Stream stream) {
   constexpr int kThreads = RmsNormPolicy<In>::kWideThreads;
   static_assert(RmsNormPolicy<In>::kWideVecs == 1, "the fused kernel holds one vector a thread");
-  return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
+  return dispatchRuleAndGroup<Layout::kExponentBytes>(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     const auto kernel =
         allreduceRmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value, Layout, kThreads, kAlgo>;
     int grid = 0;
@@ -145,7 +145,7 @@ Status launchAllreduceRmsNormQuantFused(const char* fn, const AllreduceCommunica
 template <class Format, AllreduceKernelAlgo kAlgo, class In, class Layout>
 Status launchAllreduceRmsNormQuant(const char* fn, const AllreduceCommunicator* comm, const AllreduceSources<In>& src,
                                    int world, In* stage, const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q,
-                                   ScaleView<float, Layout> scale, const QuantOptions& opt, float fmax,
+                                   ScaleOutput<Layout> scale, const QuantOptions& opt, float fmax,
                                    Stream stream) {
   if (!allreduceStagesRows<In>(in.cols))
     return launchAllreduceRmsNormQuantFused<Format, kAlgo>(fn, comm, src, world, in, q, scale, opt, fmax, stream);
@@ -167,8 +167,8 @@ Status launchAllreduceRmsNormQuant(const char* fn, const AllreduceCommunicator* 
 /// partials (in.x: this rank's, [M, K] with row stride in.ldx, inside a
 /// buffer registered with `comm`), then RMSNorm quant of the reduced rows
 /// into this rank's q[M, K], scales (M, K / groupSize) in `Layout` (RowMajor:
-/// TRANSPOSE_SCALE false; ColMajor: true, padding zeroed), residual (in
-/// place) and normOut, exactly as rmsNormQuant() on the reduced input.
+/// TRANSPOSE_SCALE false; ColMajor: true, padding zeroed; the exponent
+/// layouts as groupQuant() writes them), residual (in place) and normOut, exactly as rmsNormQuant() on the reduced input.
 /// Every rank calls it with the same M, K, ldx, options and algorithm, on
 /// its own stream; the kernels of all ranks must run concurrently.
 /// `algorithm`: kAuto applies chooseAllreduceAlgorithm().
@@ -184,11 +184,11 @@ Status launchAllreduceRmsNormQuant(const char* fn, const AllreduceCommunicator* 
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuant(const AllreduceCommunicator& comm,
                                                               const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q,
-                                                              ScaleView<float, Layout> scale, const QuantOptions& opt,
+                                                              ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                               Stream stream,
                                                               AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto) {
-  static_assert(Layout::kStridedScales,
-                "producers write RowMajor or ColMajor scales");
+  static_assert(Layout::kStridedScales || Layout::kExponentBytes,
+                "the fused allreduce writes RowMajor, ColMajor, PackedUe8m0 or Swizzled128x4 scales");
   const char* fn = "allreduceRmsNormQuant";
   float fmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant(fn, in, q, scale, opt, fmax); !s) return s;
@@ -235,10 +235,10 @@ Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuant(const AllreduceCom
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> gatheredRmsNormQuant(const RmsNormQuantInput<In>& in, int world,
                                                              index_t rankStride, In* stage, Fp8Matrix<Format> q,
-                                                             ScaleView<float, Layout> scale, const QuantOptions& opt,
+                                                             ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                              Stream stream) {
-  static_assert(Layout::kStridedScales,
-                "producers write RowMajor or ColMajor scales");
+  static_assert(Layout::kStridedScales || Layout::kExponentBytes,
+                "the fused allreduce writes RowMajor, ColMajor, PackedUe8m0 or Swizzled128x4 scales");
   const char* fn = "gatheredRmsNormQuant";
   float fmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant(fn, in, q, scale, opt, fmax); !s) return s;

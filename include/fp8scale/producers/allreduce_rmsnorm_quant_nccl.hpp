@@ -86,7 +86,7 @@ class NcclRmsNormQuantFallback {
   /// maxMessageBytes); kDeviceError with NCCL's message.
   template <class Format, class Layout, class In>
   Result<QuantizedTensor<Format, Layout>> run(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q,
-                                              ScaleView<float, Layout> scale, const QuantOptions& opt,
+                                              ScaleOutput<Layout> scale, const QuantOptions& opt,
                                               Stream stream) const {
     const char* fn = "NcclRmsNormQuantFallback::run";
     // The epilogue's arguments first (they bound M * K), then the message,
@@ -139,7 +139,7 @@ Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuantOrFallback(const Al
                                                                         const NcclRmsNormQuantFallback* fallback,
                                                                         const RmsNormQuantInput<In>& in,
                                                                         Fp8Matrix<Format> q,
-                                                                        ScaleView<float, Layout> scale,
+                                                                        ScaleOutput<Layout> scale,
                                                                         const QuantOptions& opt, Stream stream) {
   if (custom != nullptr) {
     // Bad arguments are refused by the custom path, before any

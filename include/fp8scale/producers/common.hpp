@@ -81,10 +81,11 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float quantizeGroupSlice(float (&v)[kN], st
 template <class T, class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<T, Layout>& scale, index_t m, index_t g,
                                                      float s, bool evictLast) {
-  if constexpr (Layout::kGroupAlignment > 1) {
-    if (g + 1 == scale.cols()) writeRowPadding(scale, m);
-  }
   T* const p = &scale(m, g);  // (M, G)
+  if constexpr (Layout::kGroupAlignment > 1) {  // writeRowPadding, from the address at hand
+    static_assert(Layout::kGroupsPerWord == Layout::kGroupAlignment, "a row's padding groups share its last word");
+    if (g + 1 == scale.cols()) zeroWordTail(p, scale.cols());
+  }
 #if FP8SCALE_HAS_L2_CACHE_HINT
   if (evictLast) {
     if constexpr (sizeof(T) == 1) {

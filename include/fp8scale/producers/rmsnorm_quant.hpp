@@ -171,7 +171,7 @@ template <class In, class Format, class Rule, int kGroup, int kThreads, int kMax
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormApply(const RmsNormQuantInput<In>& in, index_t m,
                                                        float (&h)[kMaxVecs][kVecElems<In>], float inv,
                                                        const WeightAt& weightAt, Fp8Matrix<Format> q,
-                                                       ScaleView<float, Layout> scale, float fmax, float eps,
+                                                       ScaleOutput<Layout> scale, float fmax, float eps,
                                                        bool scalesEvictLast) {
   constexpr int kVE = kVecElems<In>;
   constexpr int kLanes = kGroup / kVE;  // threads per group in one pass
@@ -214,7 +214,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormFinish(const RmsNormQuantInput<
                                                         float (&h)[kMaxVecs][kVecElems<In>],
                                                         const float (&partial)[kMaxVecs], int& parity,
                                                         const WeightAt& weightAt, Fp8Matrix<Format> q,
-                                                        ScaleView<float, Layout> scale, float fmax, float eps,
+                                                        ScaleOutput<Layout> scale, float fmax, float eps,
                                                         bool scalesEvictLast) {
   const float inv = rmsNormInverse<kThreads, kMaxVecs>(in, partial, parity);
   rmsNormApply<In, Format, Rule, kGroup, kThreads, kMaxVecs>(
@@ -259,7 +259,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void loadRowRaw(const RmsNormQuantInput<In>
 template <class In, class Format, class Rule, int kGroup, int kThreads, int kMaxVecs, class LoadX, class Layout>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuantInput<In>& in, index_t m,
                                                               const LoadX& loadX, Fp8Matrix<Format> q,
-                                                              ScaleView<float, Layout> scale, float fmax, float eps,
+                                                              ScaleOutput<Layout> scale, float fmax, float eps,
                                                               bool scalesEvictLast, int& parity) {
   constexpr int kVE = kVecElems<In>;
   const int t = static_cast<int>(threadIdx.x);
@@ -279,8 +279,8 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void rmsNormQuantRowFrom(const RmsNormQuant
 /// (m == M, when the view has padding slots: paddedRowTiles with tiles of
 /// one row) the block writes every column's padding slots, a thread per
 /// column. Block-uniform; the block must then do nothing else.
-template <class Layout>
-FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void writePaddingRow(const ScaleView<float, Layout>& scale, index_t m) {
+template <class T, class Layout>
+FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void writePaddingRow(const ScaleView<T, Layout>& scale, index_t m) {
   if (isPaddingTile(scale, m, 1))
     for (index_t g = threadIdx.x; g < scale.cols(); g += blockDim.x) writeScalePadding(scale, g, 0, 1);
 }
@@ -294,7 +294,7 @@ template <class In, class Format, class Rule, int kGroup, class Layout, int kThr
           bool kPadding>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads)
     rmsNormQuantKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
-                       ScaleView<float, Layout> scale, float fmax, float eps,
+                       ScaleOutput<Layout> scale, float fmax, float eps,
                        bool scalesEvictLast) {
   static_assert(Layout::kPadsRows || !kPadding, "the layout has no padding rows");
   const index_t m = blockIdx.x;
@@ -322,7 +322,7 @@ template <class In, class Format, class Rule, int kGroup, class Layout, int kThr
           int kMinBlocks>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     rmsNormQuantStagedKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
-                             ScaleView<float, Layout> scale, float fmax, float eps,
+                             ScaleOutput<Layout> scale, float fmax, float eps,
                              bool scalesEvictLast) {
   constexpr int kVE = kVecElems<In>;
   __shared__ float staged[kMaxVecs][kVE][kThreads];  // h of vector i * kThreads + t: [i][j][t]
@@ -360,13 +360,13 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
 /// call's rule and group size, padding std::true_type when the view has
 /// padding slots (column-major only) and std::false_type otherwise.
 template <class In, class Format, class Layout, class KernelOf>
-Status launchRowBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+Status launchRowBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleOutput<Layout> scale,
                        const QuantOptions& opt, float fmax, Stream stream, index_t threads, KernelOf kernelOf) {
   const index_t blocks = paddedRowTiles(scale, 1);  // the rows, and the padding row
   if (!fitsOneGrid(blocks, threads))
     return Status::error(StatusCode::kInvalidShape, "rmsNormQuant", "M", "too many rows for one launch", in.rows);
   if (blocks == 0) return Status::ok();
-  return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
+  return dispatchRuleAndGroup<Layout::kExponentBytes>(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     auto kernel = kernelOf(rule, group, std::false_type{});
     if constexpr (Layout::kPadsRows) {
       if (scale.hasPaddingRows()) kernel = kernelOf(rule, group, std::true_type{});
@@ -384,7 +384,7 @@ Status launchRowBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, Sca
 /// must fit, K / kVecElems <= threads * kMaxVecs: the plan guarantees it for
 /// the launcher's calls (host test RmsNormLaunchPlan.EveryBlockHoldsItsRow).
 template <class Format, int kThreads, int kMaxVecs, class In, class Layout>
-Status launchRmsNormQuantBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+Status launchRmsNormQuantBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleOutput<Layout> scale,
                                 const QuantOptions& opt, float fmax, Stream stream, index_t threads = kThreads) {
   return launchRowBlocks(in, q, scale, opt, fmax, stream, threads, [](auto rule, auto group, auto padding) {
     return rmsNormQuantKernel<In, Format, decltype(rule), decltype(group)::value,
@@ -395,7 +395,7 @@ Status launchRmsNormQuantBlocks(const RmsNormQuantInput<In>& in, Fp8Matrix<Forma
 /// rmsNormQuantStagedKernel<kThreads, kMaxVecs, kMinBlocks>, a block per
 /// row of kThreads threads (the row must fit in kThreads * kMaxVecs vectors).
 template <class Format, int kThreads, int kMaxVecs, int kMinBlocks, class In, class Layout>
-Status launchRmsNormQuantStaged(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+Status launchRmsNormQuantStaged(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleOutput<Layout> scale,
                                 const QuantOptions& opt, float fmax, Stream stream) {
   // One kernel either way: the large-M kernel keeps its padding code (no
   // measurable cost there).
@@ -419,7 +419,7 @@ template <class In, class Format, class Rule, int kGroup, class Layout, int kThr
           int kMinBlocks>
 FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
     rmsNormQuantRowsKernel(RmsNormQuantInput<In> in, Fp8Matrix<Format> q,
-                           ScaleView<float, Layout> scale, float fmax, float eps,
+                           ScaleOutput<Layout> scale, float fmax, float eps,
                            bool scalesEvictLast) {
   constexpr int kVE = kVecElems<In>;
   __shared__ Bytes16 weight[kMaxVecs][kThreads];  // [i][t]: weight of vector i * kThreads + t
@@ -461,9 +461,9 @@ FP8SCALE_GLOBAL void __launch_bounds__(kThreads, kMinBlocks)
 /// Launches rmsNormQuantRowsKernel on min(M, residentWaves x the blocks the
 /// device runs at once) blocks of kThreads threads, kMaxVecs vectors each.
 template <class Format, int kThreads, int kMaxVecs, int kMinBlocks, class In, class Layout>
-Status launchRmsNormQuantRows(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+Status launchRmsNormQuantRows(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleOutput<Layout> scale,
                               const QuantOptions& opt, float fmax, Stream stream, int residentWaves) {
-  return dispatchRuleAndGroup(opt.rule, opt.groupSize, [&](auto rule, auto group) {
+  return dispatchRuleAndGroup<Layout::kExponentBytes>(opt.rule, opt.groupSize, [&](auto rule, auto group) {
     const auto kernel = rmsNormQuantRowsKernel<In, Format, decltype(rule), decltype(group)::value, Layout,
                                                kThreads, kMaxVecs, kMinBlocks>;
     int resident = 0;
@@ -484,7 +484,7 @@ Status launchRmsNormQuantRows(const RmsNormQuantInput<In>& in, Fp8Matrix<Format>
 /// large-M kernel on AMD; on CUDA, where the staged block per row takes
 /// that range, the tests launch it directly to hold it to the launcher.
 template <class Format, class In, class Layout>
-Status launchRmsNormQuantRowLoop(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+Status launchRmsNormQuantRowLoop(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleOutput<Layout> scale,
                                  const QuantOptions& opt, float fmax, Stream stream) {
   using Policy = RmsNormPolicy<In>;
   return launchRmsNormQuantRows<Format, Policy::kRowsThreads, Policy::kRowsVecs, Policy::kRowsMinBlocksPerSm>(
@@ -498,8 +498,9 @@ Status launchRmsNormQuantRowLoop(const RmsNormQuantInput<In>& in, Fp8Matrix<Form
 #if defined(FP8SCALE_HAS_DEVICE)
 
 /// RMSNorm quant on `stream`: q[M, K], scales (M, K / groupSize) in `Layout`
-/// (RowMajor: TRANSPOSE_SCALE false; ColMajor: true, padding zeroed),
-/// residual updated in place, normOut written when given.
+/// (RowMajor: TRANSPOSE_SCALE false; ColMajor: true, padding zeroed; the
+/// exponent layouts as groupQuant() writes them), residual updated in place,
+/// normOut written when given.
 /// Alignment: x, residual, weight, normOut and their row strides 16 bytes;
 /// q and q.ld to one vector of fp8 (8 bytes for 16-bit inputs, 4 for fp32).
 /// Errors as groupQuant(), plus kInvalidShape ('K' above RmsNormPolicy::kMaxCols),
@@ -509,10 +510,10 @@ Status launchRmsNormQuantRowLoop(const RmsNormQuantInput<In>& in, Fp8Matrix<Form
 /// (detail::checkRmsNormQuant; docs/bad_input.md).
 template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q,
-                                                     ScaleView<float, Layout> scale, const QuantOptions& opt,
+                                                     ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                      Stream stream) {
-  static_assert(Layout::kStridedScales,
-                "producers write RowMajor or ColMajor scales");
+  static_assert(Layout::kStridedScales || Layout::kExponentBytes,
+                "RMSNorm quant writes RowMajor, ColMajor, PackedUe8m0 or Swizzled128x4 scales");
   using Policy = RmsNormPolicy<In>;
   float fmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant("rmsNormQuant", in, q, scale, opt, fmax); !s) return s;

@@ -81,7 +81,7 @@ Status allreduceSum(const std::vector<const In*>& partials, index_t rows, index_
 /// M x K sum does not fit in host memory.
 template <class Format, class Rule, class In, class Layout>
 Status allreduceRmsNormQuant(const std::vector<const In*>& partials, const RmsNormQuantInput<In>& in,
-                             Fp8Matrix<Format> q, ScaleView<float, Layout> scale, int groupSize,
+                             Fp8Matrix<Format> q, ScaleOutput<Layout> scale, int groupSize,
                              float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
   const char* fn = "reference::allreduceRmsNormQuant";
   // The partials first, so that a null or oversized partial is named

@@ -57,11 +57,12 @@ Status siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q, ScaleOu
 }
 
 /// RMSNorm quant of `in` (residual updated in place, normOut written when
-/// given) into q[M, K] and scale (M, K / groupSize). The sum of squares and
+/// given) into q[M, K] and scale (M, K / groupSize), in any layout
+/// groupQuant's reference writes. The sum of squares and
 /// the rsqrt are taken in double, so the reference sits closer to the exact
 /// value than any fp32 summation order.
 template <class Format, class Rule, class In, class Layout>
-Status rmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleView<float, Layout> scale,
+Status rmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleOutput<Layout> scale,
                     int groupSize, float fmax = Format::kMax, float eps = kDefaultAmaxEps) {
   const QuantOptions opt = referenceOptions<Rule>(groupSize, fmax, eps);
   float checkedFmax = 0.0f;
@@ -85,8 +86,8 @@ Status rmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleV
       if (in.normOut != nullptr) in.normOut[m * in.ldNormOut + k] = fromFloat<In>(h[k]);
     }
     for (index_t g = 0; g < in.cols / groupSize; ++g)
-      scale(m, g) = quantizeGroup<Format, Rule>(h.data() + g * groupSize, groupSize, &q(m, g * groupSize),
-                                                checkedFmax, eps);
+      scale(m, g) = encodeScale<typename Layout::Element>(
+          quantizeGroup<Format, Rule>(h.data() + g * groupSize, groupSize, &q(m, g * groupSize), checkedFmax, eps));
   }
   zeroPadding(scale);
   return Status::ok();

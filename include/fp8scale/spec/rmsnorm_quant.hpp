@@ -77,7 +77,7 @@ constexpr index_t kRmsNormMaxCols = static_cast<index_t>(512) * 8 * kVecElems<In
 /// 16-byte aligned), residual and normOut.
 template <class Format, class In, class Layout>
 Status checkRmsNormQuant(const char* fn, const RmsNormQuantInput<In>& in, const Fp8Matrix<Format>& q,
-                         const ScaleView<float, Layout>& scale, const QuantOptions& opt, float& fmax) {
+                         const ScaleOutput<Layout>& scale, const QuantOptions& opt, float& fmax) {
   if (Status s = checkProducerOptions<Format, Layout>(fn, opt, fmax); !s) return s;
   if (in.cols > kRmsNormMaxCols<In>)
     return Status::error(StatusCode::kInvalidShape, fn, "K", "row too long for one block", in.cols,
