@@ -28,6 +28,7 @@ STABLE_TORCH_LIBRARY(fp8scale, m) {
       "float fmax=0.0, float eps=1e-10, bool enable_pdl=False) -> ()");
   m.def("materialize(Tensor src, Tensor(a!) dst) -> ()");
   m.def("materialize_packed_ue8m0(Tensor src, Tensor(a!) dst) -> ()");
+  m.def("materialize_swizzled_128x4(Tensor src, Tensor(a!) dst) -> ()");
 }
 
 namespace fp8scale::torch_binding {
@@ -36,9 +37,10 @@ namespace {
 /// x (M, K) with contiguous rows, or (M, H, D) with stride(2) == 1 and free
 /// token and head strides; q (M, K) or (M, H, D) with contiguous rows;
 /// scale (M, K / group_size) float32, row-major or column-major (scaleArg),
-/// or DeepGEMM's packed UE8M0 int32 words (packedUe8m0Arg; bfloat16 x into
-/// float8_e4m3fn, scale_ue8m0 and groups of 32 or 128: the library's
-/// instantiation for SM100 consumers; packedProducerScale).
+/// or an exponent layout of the SM100 consumers: DeepGEMM's packed UE8M0
+/// int32 words or the 128 x 4 swizzled float8_e8m0fnu bytes (bfloat16 x
+/// into float8_e4m3fn, scale_ue8m0 and groups of 32 or 128: the library's
+/// instantiations for them; withExponentScale).
 void groupQuantOp(Tensor x, Tensor q, Tensor scale, int64_t groupSize, bool scaleUe8m0, double fmax, double eps,
                   bool enablePdl) {
   constexpr const char* kOp = "group_quant";
@@ -68,16 +70,18 @@ void groupQuantOp(Tensor x, Tensor q, Tensor scale, int64_t groupSize, bool scal
     return GroupQuantInput<In>::headMajor(px, M, x.size(1), x.size(2), M <= 1 ? K : x.stride(0),
                                           x.size(1) <= 1 ? x.size(2) : x.stride(1));
   };
-  if (scale.scalar_type() == ScalarType::Int) {  // the packed UE8M0 words
-    const auto view = packedProducerScale(kOp, x, q, scale, M, G, scaleUe8m0, groupSize);
+  const auto disjoint = [&] {
     expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
-    const CurrentStream cs(device);
-    const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, K, ldq};
-    check(kOp, groupQuant(inputOf(BFloat16{}), out, view, opt, cs.stream).status());
+  };
+  if (withExponentScale(kOp, x, q, scale, M, G, scaleUe8m0, groupSize, [&](auto view) {
+        disjoint();
+        const CurrentStream cs(device);
+        const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, K, ldq};
+        check(kOp, groupQuant(inputOf(BFloat16{}), out, view, opt, cs.stream).status());
+      }))
     return;
-  }
   const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
-  expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
+  disjoint();
   const CurrentStream cs(device);
   withInputType(kOp, "x", x, [&](auto in) {
     const auto input = inputOf(in);
@@ -87,7 +91,8 @@ void groupQuantOp(Tensor x, Tensor q, Tensor scale, int64_t groupSize, bool scal
 }
 
 /// x (M, 2 I) with contiguous rows, gate in columns [0, I) and up in
-/// [I, 2 I); q (M, I); scale (M, I / group_size), row-major or column-major.
+/// [I, 2 I); q (M, I); scale (M, I / group_size), row-major or column-major,
+/// or an exponent layout as group_quant's.
 void siluClampQuantOp(Tensor x, Tensor q, Tensor scale, double limit, int64_t groupSize, bool scaleUe8m0, double fmax,
                       double eps, bool enablePdl) {
   constexpr const char* kOp = "silu_clamp_quant";
@@ -100,18 +105,20 @@ void siluClampQuantOp(Tensor x, Tensor q, Tensor scale, double limit, int64_t gr
   expectShape(kOp, "q", q, {M, I});
   const index_t ldq = rowStride(kOp, "q", q);
   const QuantOptions opt = quantOptions(groupSize, scaleUe8m0, fmax, eps, enablePdl);
-  if (scale.scalar_type() == ScalarType::Int) {  // the packed UE8M0 words (packedProducerScale)
-    const auto view = packedProducerScale(kOp, x, q, scale, M, G, scaleUe8m0, groupSize);
+  const auto disjoint = [&] {
     expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
-    const CurrentStream cs(device);
-    const SiluClampInput<BFloat16> input{static_cast<const BFloat16*>(x.data_ptr()), M, I, ldx,
-                                         static_cast<float>(limit)};
-    const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, I, ldq};
-    check(kOp, siluClampQuant(input, out, view, opt, cs.stream).status());
+  };
+  if (withExponentScale(kOp, x, q, scale, M, G, scaleUe8m0, groupSize, [&](auto view) {
+        disjoint();
+        const CurrentStream cs(device);
+        const SiluClampInput<BFloat16> input{static_cast<const BFloat16*>(x.data_ptr()), M, I, ldx,
+                                             static_cast<float>(limit)};
+        const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, I, ldq};
+        check(kOp, siluClampQuant(input, out, view, opt, cs.stream).status());
+      }))
     return;
-  }
   const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
-  expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
+  disjoint();
   const CurrentStream cs(device);
   withInputType(kOp, "x", x, [&](auto in) {
     using In = decltype(in);
@@ -122,7 +129,8 @@ void siluClampQuantOp(Tensor x, Tensor q, Tensor scale, double limit, int64_t gr
 }
 
 /// x (M, K) and weight (K,) of one input dtype; q (M, K); scale
-/// (M, K / group_size), row-major or column-major; residual (M, K), read and
+/// (M, K / group_size), row-major or column-major, or an exponent layout as
+/// group_quant's; residual (M, K), read and
 /// overwritten with x + residual (rounded to the input dtype) before the norm;
 /// norm_out (M, K) receives the normalized values in the input dtype.
 void rmsNormQuantOp(Tensor x, Tensor weight, Tensor q, Tensor scale, std::optional<Tensor> residual,
@@ -160,11 +168,9 @@ void rmsNormQuantOp(Tensor x, Tensor weight, Tensor q, Tensor scale, std::option
     expectShape(kOp, "norm_out", *normOut, {M, K});
     ldNormOut = rowStride(kOp, "norm_out", *normOut);
   }
-  const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
-  expectDisjoint(kOp, outputs, all);
   const QuantOptions opt = quantOptions(groupSize, scaleUe8m0, fmax, eps, enablePdl);
-  const CurrentStream cs(device);
-  withInputType(kOp, "x", x, [&](auto in) {
+  const auto disjoint = [&] { expectDisjoint(kOp, outputs, all); };
+  const auto inputOf = [&](auto in) {
     using In = decltype(in);
     RmsNormQuantInput<In> input =
         RmsNormQuantInput<In>::matrix(static_cast<const In*>(x.data_ptr()), M, K, ldx,
@@ -172,9 +178,41 @@ void rmsNormQuantOp(Tensor x, Tensor weight, Tensor q, Tensor scale, std::option
     input.normEps = static_cast<float>(normEps);
     if (residual) input = input.withResidual(static_cast<In*>(residual->data_ptr()), ldResidual);
     if (normOut) input = input.withNormOut(static_cast<In*>(normOut->data_ptr()), ldNormOut);
+    return input;
+  };
+  if (withExponentScale(kOp, x, q, scale, M, G, scaleUe8m0, groupSize, [&](auto view) {
+        disjoint();
+        const CurrentStream cs(device);
+        const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, K, ldq};
+        check(kOp, rmsNormQuant(inputOf(BFloat16{}), out, view, opt, cs.stream).status());
+      }))
+    return;
+  const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
+  disjoint();
+  const CurrentStream cs(device);
+  withInputType(kOp, "x", x, [&](auto in) {
+    const auto input = inputOf(in);
     withOutputs(kOp, q, M, K, ldq, s,
                 [&](auto out, auto view) { check(kOp, rmsNormQuant(input, out, view, opt, cs.stream).status()); });
   });
+}
+
+/// The materialize ops' source: src (M, G) float32, row-major or
+/// column-major, on the device of src and dst.
+struct MaterializeSource {
+  int32_t device = 0;
+  index_t M = 0, G = 0;
+  ScaleArg scale;
+};
+
+MaterializeSource materializeSource(const char* op, const Tensor& src, const Tensor& dst) {
+  MaterializeSource from;
+  from.device = commonCudaDevice(op, {{"src", &src}, {"dst", &dst}});
+  if (src.dim() != 2) fail(op, "src", "must be 2-D (M, G), got shape " + shapeString(src));
+  from.M = src.size(0);
+  from.G = src.size(1);
+  from.scale = scaleArg(op, "src", src, from.M, from.G);
+  return from;
 }
 
 /// src (M, G) float32, row-major or column-major; dst (M, G) float32
@@ -184,22 +222,20 @@ void rmsNormQuantOp(Tensor x, Tensor weight, Tensor q, Tensor scale, std::option
 /// it as is), those G * ld slots are copied.
 void materializeOp(Tensor src, Tensor dst) {
   constexpr const char* kOp = "materialize";
-  const int32_t device = commonCudaDevice(kOp, {{"src", &src}, {"dst", &dst}});
-  if (src.dim() != 2) fail(kOp, "src", "must be 2-D (M, G), got shape " + shapeString(src));
-  const index_t M = src.size(0), G = src.size(1);
-  const ScaleArg from = scaleArg(kOp, "src", src, M, G);
-  const ScaleArg to = scaleArg(kOp, "dst", dst, M, G, /*preferColumnMajor=*/true);
+  const MaterializeSource from = materializeSource(kOp, src, dst);
+  const index_t G = from.G;
+  const ScaleArg to = scaleArg(kOp, "dst", dst, from.M, G, /*preferColumnMajor=*/true);
   if (!to.columnMajor)
     fail(kOp, "dst", "has strides " + strideString(dst) + ": expected column-major (1, ld) with ld >= M");
   const index_t ld = to.ld;
   expectDisjoint(kOp, {{"dst", &dst}}, {{"src", &src}});
-  const CurrentStream cs(device);
-  withScaleView(kOp, from, [&](auto view) {
+  const CurrentStream cs(from.device);
+  withScaleView(kOp, from.scale, [&](auto view) {
     auto out = materialize(view, to.data, ld, cs.stream);
     check(kOp, out.status());
     if (out.value().data() != to.data && G * ld > 0) {
       // The bytes were already ColMajor{ld}: no relayout, a copy of them.
-      if (from.columnMajor) expectStorageHolds(kOp, "src", src, G * ld - 1, "its [G][ld] block with padding");
+      if (from.scale.columnMajor) expectStorageHolds(kOp, "src", src, G * ld - 1, "its [G][ld] block with padding");
       const cudaError_t e = cudaMemcpyAsync(to.data, out.value().data(), static_cast<size_t>(G * ld) * sizeof(float),
                                             cudaMemcpyDeviceToDevice, cs.stream);
       if (e != cudaSuccess) check(kOp, Status::fromDevice(kOp, e));
@@ -207,21 +243,31 @@ void materializeOp(Tensor src, Tensor dst) {
   });
 }
 
-/// src (M, G) float32 UE8M0-rule scales, row-major or column-major; dst the
-/// int32 (M, ceil(G / 4)) tensor with strides (1, ld), ld >= align(M, 4) and
-/// a multiple of 4, over ceil(G / 4) * ld words: DeepGEMM's packed UE8M0
-/// scales (byte g % 4 of word (g / 4) * ld + m is the exponent of s(m, g);
-/// every other byte of the block 0).
+/// src (M, G) float32 UE8M0-rule scales, row-major or column-major, into
+/// dst in an exponent layout (`parseDst(op, "dst", dst, M, G)` gives its
+/// view: packedUe8m0Arg or swizzled128x4Arg), every padding byte 0.
+template <class ParseDst>
+void materializeExponents(const char* op, const Tensor& src, const Tensor& dst, ParseDst parseDst) {
+  const MaterializeSource from = materializeSource(op, src, dst);
+  const auto to = parseDst(op, "dst", dst, from.M, from.G);
+  expectDisjoint(op, {{"dst", &dst}}, {{"src", &src}});
+  const CurrentStream cs(from.device);
+  withScaleView(op, from.scale, [&](auto v) { check(op, materialize(v, to, cs.stream)); });
+}
+
+/// dst: the int32 (M, ceil(G / 4)) tensor with strides (1, ld), ld >=
+/// align(M, 4) and a multiple of 4, over ceil(G / 4) * ld words: DeepGEMM's
+/// packed UE8M0 scales (byte g % 4 of word (g / 4) * ld + m is the exponent
+/// of s(m, g)).
 void materializePackedUe8m0Op(Tensor src, Tensor dst) {
-  constexpr const char* kOp = "materialize_packed_ue8m0";
-  const int32_t device = commonCudaDevice(kOp, {{"src", &src}, {"dst", &dst}});
-  if (src.dim() != 2) fail(kOp, "src", "must be 2-D (M, G), got shape " + shapeString(src));
-  const index_t M = src.size(0), G = src.size(1);
-  const ScaleArg from = scaleArg(kOp, "src", src, M, G);
-  const auto to = packedUe8m0Arg(kOp, "dst", dst, M, G);
-  expectDisjoint(kOp, {{"dst", &dst}}, {{"src", &src}});
-  const CurrentStream cs(device);
-  withScaleView(kOp, from, [&](auto v) { check(kOp, materialize(v, to, cs.stream)); });
+  materializeExponents("materialize_packed_ue8m0", src, dst, packedUe8m0Arg);
+}
+
+/// dst: the contiguous 1-D float8_e8m0fnu tensor of align(M, 128) *
+/// align(G, 4) bytes: the 128 x 4 swizzled scales of cuBLASLt's
+/// VEC32_UE8M0 mode and F.scaled_mm's SWIZZLE_32_4_4.
+void materializeSwizzled128x4Op(Tensor src, Tensor dst) {
+  materializeExponents("materialize_swizzled_128x4", src, dst, swizzled128x4Arg);
 }
 
 }  // namespace
@@ -233,4 +279,5 @@ STABLE_TORCH_LIBRARY_IMPL(fp8scale, CUDA, m) {
   m.impl("rmsnorm_quant", TORCH_BOX(&fp8scale::torch_binding::rmsNormQuantOp));
   m.impl("materialize", TORCH_BOX(&fp8scale::torch_binding::materializeOp));
   m.impl("materialize_packed_ue8m0", TORCH_BOX(&fp8scale::torch_binding::materializePackedUe8m0Op));
+  m.impl("materialize_swizzled_128x4", TORCH_BOX(&fp8scale::torch_binding::materializeSwizzled128x4Op));
 }

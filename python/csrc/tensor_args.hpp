@@ -61,6 +61,7 @@ inline const char* dtypeName(ScalarType t) {
     case ScalarType::Half: return "torch.float16";
     case ScalarType::Float: return "torch.float32";
     case ScalarType::Int: return "torch.int32";
+    case ScalarType::Float8_e8m0fnu: return "torch.float8_e8m0fnu";
     case ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
     case ScalarType::Float8_e4m3fnuz: return "torch.float8_e4m3fnuz";
     default: return "another dtype";
@@ -255,19 +256,45 @@ inline ScaleView<std::uint8_t, PackedUe8m0> packedUe8m0Arg(const char* op, const
   return view.value();
 }
 
-/// A producer op's packed UE8M0 scale (an int32 scale tensor,
-/// packedUe8m0Arg), with what the library's packed instantiation takes:
-/// bfloat16 x into float8_e4m3fn q, scale_ue8m0, groups of 32 or 128.
-inline ScaleView<std::uint8_t, PackedUe8m0> packedProducerScale(const char* op, const Tensor& x, const Tensor& q,
-                                                                const Tensor& scale, index_t M, index_t G,
-                                                                bool scaleUe8m0, int64_t groupSize) {
-  const auto view = packedUe8m0Arg(op, "scale", scale, M, G);
+/// The 128 x 4 swizzled UE8M0 scales of (M, G) exponents (cuBLASLt
+/// VEC32_UE8M0, torch's F.scaled_mm with SwizzleType.SWIZZLE_32_4_4) as the
+/// library's byte view: a contiguous 1-D float8_e8m0fnu tensor of
+/// align(M, 128) * align(G, 4) bytes, tiles of 128 rows x 4 groups in
+/// row-major tile order (Swizzled128x4; padding bytes written 0).
+inline ScaleView<std::uint8_t, Swizzled128x4> swizzled128x4Arg(const char* op, const char* name, const Tensor& t,
+                                                              index_t M, index_t G) {
+  expectDtype(op, name, t, ScalarType::Float8_e8m0fnu);
+  const index_t bytes = alignUp(M, 128) * alignUp(G, 4);
+  expectShape(op, name, t, {bytes});
+  if (bytes > 1 && t.stride(0) != 1) fail(op, name, "must be contiguous, got strides " + strideString(t));
+  auto view = swizzled128x4View(static_cast<std::uint8_t*>(t.data_ptr()), M, G);
+  check(op, view.status());
+  return view.value();
+}
+
+/// A producer op's scale in an exponent layout: the packed UE8M0 int32
+/// words (packedUe8m0Arg) or the swizzled float8_e8m0fnu bytes
+/// (swizzled128x4Arg), with what the library's instantiations for them take:
+/// bfloat16 x into float8_e4m3fn q, scale_ue8m0, groups of 32 or 128. Runs
+/// f(view) and returns true for such a scale; false (nothing run) for a
+/// float32 one.
+template <class F>
+bool withExponentScale(const char* op, const Tensor& x, const Tensor& q, const Tensor& scale, index_t M, index_t G,
+                       bool scaleUe8m0, int64_t groupSize, F&& f) {
+  const ScalarType dtype = scale.scalar_type();
+  if (dtype != ScalarType::Int && dtype != ScalarType::Float8_e8m0fnu) return false;
+  const char* name = dtype == ScalarType::Int ? "packed UE8M0 scales (int32)" : "swizzled UE8M0 scales";
+  const auto packed = dtype == ScalarType::Int ? packedUe8m0Arg(op, "scale", scale, M, G) : ScaleView<std::uint8_t, PackedUe8m0>{};
+  const auto swizzled =
+      dtype == ScalarType::Int ? ScaleView<std::uint8_t, Swizzled128x4>{} : swizzled128x4Arg(op, "scale", scale, M, G);
   expectDtype(op, "x", x, ScalarType::BFloat16);
   expectDtype(op, "q", q, ScalarType::Float8_e4m3fn);
-  if (!scaleUe8m0) fail(op, "scale_ue8m0", "must be True: packed UE8M0 scales (int32) hold UE8M0 exponents");
+  if (!scaleUe8m0) fail(op, "scale_ue8m0", std::string("must be True: ") + name + " hold UE8M0 exponents");
   if (!isExponentLayoutGroupSize(static_cast<int>(groupSize)))
-    fail(op, "group_size", "= " + std::to_string(groupSize) + ": packed UE8M0 scales take groups of 32 or 128");
-  return view;
+    fail(op, "group_size", "= " + std::to_string(groupSize) + ": " + name + " take groups of 32 or 128");
+  if (dtype == ScalarType::Int) f(packed);
+  else f(swizzled);
+  return true;
 }
 
 /// Runs f(view) with the scale tensor as a ScaleView<float, RowMajor> or

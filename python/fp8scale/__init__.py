@@ -79,37 +79,59 @@ def _check_like_x(op: str, x, tensors) -> None:
             _ops.fail(op, name, f"has dtype {t.dtype}, expected x's dtype {x.dtype}", TypeError)
 
 
-def _packed_layout(op, scale_layout, transpose_scale, ld_align, scale_ue8m0) -> bool:
-    """Whether `scale_layout` asks for the packed UE8M0 words; "row_major" and
-    "column_major" must agree with transpose_scale."""
+# The exponent layouts a producer writes by name: the tensor each consumer takes.
+_EXPONENT_LAYOUTS = {
+    "packed_ue8m0": "packed UE8M0 scales",
+    "swizzled_128x4": "swizzled UE8M0 scales",
+}
+
+
+def _exponent_layout(op, scale_layout, transpose_scale, ld_align, scale_ue8m0) -> Optional[str]:
+    """The exponent layout `scale_layout` names ("packed_ue8m0" or
+    "swizzled_128x4"), or None for "row_major" / "column_major", which must
+    agree with transpose_scale."""
     name = scale_layout.lower() if isinstance(scale_layout, str) else None
-    if name == "packed_ue8m0":
+    if name in _EXPONENT_LAYOUTS:
         if transpose_scale or ld_align != 1:
             _ops.fail(op, "transpose_scale" if transpose_scale else "ld_align",
-                      "does not apply to scale_layout='packed_ue8m0' (its ld is align(M, 4))")
+                      f"does not apply to scale_layout={name!r} (the layout fixes its strides)")
         if not scale_ue8m0:
-            _ops.fail(op, "scale_ue8m0", "must be True: packed UE8M0 scales hold UE8M0 exponents")
-        return True
+            _ops.fail(op, "scale_ue8m0", f"must be True: {_EXPONENT_LAYOUTS[name]} hold UE8M0 exponents")
+        return name
     if name in ("row_major", "column_major"):
         if (name == "column_major") != bool(transpose_scale):
             _ops.fail(op, "scale_layout", f"= {scale_layout!r} disagrees with transpose_scale={transpose_scale!r}")
-        return False
-    _ops.fail(op, "scale_layout", f"= {scale_layout!r}: expected 'row_major', 'column_major' or 'packed_ue8m0'")
+        return None
+    _ops.fail(op, "scale_layout",
+              f"= {scale_layout!r}: expected 'row_major', 'column_major', 'packed_ue8m0' or 'swizzled_128x4'")
 
 
-def _check_packed(op, x, group_size, fp8_dtype) -> None:
-    """What the packed UE8M0 producer takes beyond the shared checks."""
+def _check_exponent_producer(op, layout, x, group_size, fp8_dtype) -> None:
+    """What a producer into an exponent layout takes beyond the shared checks."""
+    what = _EXPONENT_LAYOUTS[layout]
     if x.dtype != torch.bfloat16:
-        _ops.fail(op, "x", f"has dtype {x.dtype}: packed UE8M0 scales are produced from torch.bfloat16", TypeError)
+        _ops.fail(op, "x", f"has dtype {x.dtype}: {what} are produced from torch.bfloat16", TypeError)
     if fp8_dtype != torch.float8_e4m3fn:
-        _ops.fail(op, "fp8_dtype", f"= {fp8_dtype!r}: packed UE8M0 scales go with torch.float8_e4m3fn", TypeError)
+        _ops.fail(op, "fp8_dtype", f"= {fp8_dtype!r}: {what} go with torch.float8_e4m3fn", TypeError)
     if group_size not in _ops.PACKED_GROUP_SIZES:
-        _ops.fail(op, "group_size", f"= {group_size!r}: packed UE8M0 scales take groups of 32 or 128")
+        _ops.fail(op, "group_size", f"= {group_size!r}: {what} take groups of 32 or 128")
 
 
-def _scale(op, x, m, cols, group_size, transpose_scale, ld_align, fp8_dtype, packed=False):
+def _producer_scale(op, x, m, cols, group_size, transpose_scale, ld_align, fp8_dtype, scale_ue8m0, scale_layout):
+    """The scale a producer writes: scale_layout's exponent layout when it
+    names one, else float32 as transpose_scale and ld_align say."""
+    layout = None
+    if scale_layout is not None:
+        layout = _exponent_layout(op, scale_layout, transpose_scale, ld_align, scale_ue8m0)
+        if layout is not None:
+            _check_exponent_producer(op, layout, x, group_size, fp8_dtype)
+    return _scale(op, x, m, cols, group_size, transpose_scale, ld_align, fp8_dtype, layout)
+
+
+def _scale(op, x, m, cols, group_size, transpose_scale, ld_align, fp8_dtype, layout=None):
     """Checks what allocating a producer's outputs needs, and allocates the
-    scale (m, cols // group_size) on x's device (packed: its int32 words)."""
+    scale (m, cols // group_size) on x's device (layout: an exponent layout's
+    tensor)."""
     if fp8_dtype not in _ops._FP8_DTYPES:
         _ops.fail(op, "fp8_dtype", f"= {fp8_dtype!r}: expected torch.float8_e4m3fn or torch.float8_e4m3fnuz",
                   TypeError)
@@ -119,8 +141,10 @@ def _scale(op, x, m, cols, group_size, transpose_scale, ld_align, fp8_dtype, pac
         _ops.fail(op, "x", f"has {cols} columns, not a multiple of group_size = {group_size}")
     if not _ops.AVAILABLE:
         _ops.require_ops()  # before allocating: without the op library nothing can run
-    if packed:
+    if layout == "packed_ue8m0":
         return _layout.new_packed_ue8m0(m, cols // group_size, x.device)
+    if layout == "swizzled_128x4":
+        return _layout.new_swizzled_128x4(m, cols // group_size, x.device)
     return _layout.new_scale(m, cols // group_size, transpose_scale, ld_align, x.device)
 
 
@@ -162,17 +186,23 @@ def group_quant(
         eps: floor on a group's amax.
         enable_pdl: programmatic dependent launch (sm_90+).
         scale_layout: None or "row_major" / "column_major" (as
-            transpose_scale says), or "packed_ue8m0": DeepGEMM's packed UE8M0
-            scales for its SM100 GEMMs, written by the producer itself (no
-            relayout): int32 (M, ceil(G / 4)) with strides (1, align(M, 4)),
-            byte g % 4 of word (g / 4) * ld + m the exponent of s(m, g), every
-            other byte 0. Takes bfloat16 x, float8_e4m3fn, scale_ue8m0=True and
-            groups of 32 or 128; transpose_scale and ld_align do not apply.
+            transpose_scale says), or an exponent layout of the SM100
+            consumers, written by the producer itself (no relayout):
+            "packed_ue8m0", DeepGEMM's packed UE8M0 scales for its SM100
+            GEMMs: int32 (M, ceil(G / 4)) with strides (1, align(M, 4)), byte
+            g % 4 of word (g / 4) * ld + m the exponent of s(m, g);
+            "swizzled_128x4", the MXFP8 scales of cuBLASLt's VEC32_UE8M0 mode
+            and F.scaled_mm's SwizzleType.SWIZZLE_32_4_4: 1-D
+            torch.float8_e8m0fnu of align(M, 128) * align(G, 4) bytes in tiles
+            of 128 rows x 4 groups (row m, group g of a tile at byte
+            (m % 32) * 16 + (m // 32) * 4 + g). Every padding byte 0. Both take
+            bfloat16 x, float8_e4m3fn, scale_ue8m0=True and groups of 32 or
+            128; transpose_scale and ld_align do not apply.
 
     Returns:
         q: fp8, x's shape, contiguous. scale: (M, K // group_size) float32,
         s = max(amax, eps) / fmax (fp32 rule, IEEE division), q = round(x / s);
-        or the packed int32 words (scale_layout="packed_ue8m0").
+        or the exponent layout's tensor (scale_layout).
 
     Raises:
         TypeError: a non-tensor or a wrong dtype. ValueError: wrong device,
@@ -183,10 +213,8 @@ def group_quant(
     op = "group_quant"
     _check_x(op, x, (2, 3))
     k = x.shape[1] if x.dim() == 2 else x.shape[1] * x.shape[2]
-    packed = scale_layout is not None and _packed_layout(op, scale_layout, transpose_scale, ld_align, scale_ue8m0)
-    if packed:
-        _check_packed(op, x, group_size, fp8_dtype)
-    scale = _scale(op, x, x.shape[0], k, group_size, transpose_scale, ld_align, fp8_dtype, packed=packed)
+    scale = _producer_scale(op, x, x.shape[0], k, group_size, transpose_scale, ld_align, fp8_dtype, scale_ue8m0,
+                            scale_layout)
     if x.dim() == 2:
         q = torch.empty(x.shape[0], k, dtype=fp8_dtype, device=x.device)
     else:
@@ -224,17 +252,15 @@ def silu_clamp_quant(
 
     Returns:
         q: (M, I) fp8; scale: (M, I // group_size) float32, laid out as in
-        group_quant (scale_layout="packed_ue8m0": the packed int32 words).
+        group_quant, or the exponent layout's tensor (scale_layout).
     """
     op = "silu_clamp_quant"
     _check_x(op, x, (2,))
     m, two_i = x.shape
     if two_i % 2 != 0:
         _ops.fail(op, "x", f"has an odd number of columns {two_i} (gate | up)")
-    packed = scale_layout is not None and _packed_layout(op, scale_layout, transpose_scale, ld_align, scale_ue8m0)
-    if packed:
-        _check_packed(op, x, group_size, fp8_dtype)
-    scale = _scale(op, x, m, two_i // 2, group_size, transpose_scale, ld_align, fp8_dtype, packed=packed)
+    scale = _producer_scale(op, x, m, two_i // 2, group_size, transpose_scale, ld_align, fp8_dtype, scale_ue8m0,
+                            scale_layout)
     q = torch.empty(m, two_i // 2, dtype=fp8_dtype, device=x.device)
     if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
         _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps,
@@ -261,6 +287,7 @@ def rmsnorm_quant(
     fmax: Optional[float] = None,
     eps: float = _EPS,
     enable_pdl: bool = False,
+    scale_layout: Optional[str] = None,
 ):
     """RMSNorm, then fp8 group quantization of its output.
 
@@ -282,7 +309,7 @@ def rmsnorm_quant(
             residual is not None and (not isinstance(residual, torch.Tensor) or residual.dtype != x.dtype)):
         _check_like_x(op, x, (("weight", weight), ("residual", residual)))
     m, k = x.shape
-    scale = _scale(op, x, m, k, group_size, transpose_scale, ld_align, fp8_dtype)
+    scale = _producer_scale(op, x, m, k, group_size, transpose_scale, ld_align, fp8_dtype, scale_ue8m0, scale_layout)
     q = torch.empty(m, k, dtype=fp8_dtype, device=x.device)
     norm_out = torch.empty(m, k, dtype=x.dtype, device=x.device) if return_norm_out else None
     if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
@@ -311,8 +338,15 @@ def materialize(scale: torch.Tensor, ld_align: int = 1, *, layout: str = "column
     get_mn_major_tma_aligned_packed_ue8m0_tensor): an int32 tensor
     (M, ceil(G / 4)) with strides (1, align(M, 4)) whose word (g / 4) * ld + m
     holds in byte g % 4 the biased exponent of s(m, g), every other byte 0.
-    `scale` must hold UE8M0-rule scales (scale_ue8m0=True: powers of two);
-    ld_align does not apply.
+
+    layout="swizzled_128x4": the MXFP8 scales of cuBLASLt's VEC32_UE8M0
+    mode and F.scaled_mm's SwizzleType.SWIZZLE_32_4_4: a 1-D
+    torch.float8_e8m0fnu tensor of align(M, 128) * align(G, 4) bytes in
+    tiles of 128 rows x 4 groups, padding bytes 0 (group_quant's
+    scale_layout says where each exponent goes).
+
+    The exponent layouts need UE8M0-rule scales (scale_ue8m0=True: powers of
+    two); ld_align does not apply to them.
 
     Layout names are accepted in any case. Raises TypeError / ValueError
     naming the argument.
@@ -321,14 +355,18 @@ def materialize(scale: torch.Tensor, ld_align: int = 1, *, layout: str = "column
     _ops.check_tensor(op, "scale", scale, (torch.float32,), (2,))
     if layout != "column_major":
         name = layout.lower() if isinstance(layout, str) else None
-        if name == "packed_ue8m0":
-            out = _layout.new_packed_ue8m0(scale.shape[0], scale.shape[1], scale.device)
+        if name in _EXPONENT_LAYOUTS:
+            m, g = scale.shape
+            packed = name == "packed_ue8m0"
+            out = _layout.new_packed_ue8m0(m, g, scale.device) if packed else _layout.new_swizzled_128x4(
+                m, g, scale.device)
             if not _ops.AVAILABLE:
                 _ops.require_ops()
-            _ops.MATERIALIZE_PACKED_UE8M0(scale, out)
+            (_ops.MATERIALIZE_PACKED_UE8M0 if packed else _ops.MATERIALIZE_SWIZZLED_128X4)(scale, out)
             return out
         if name != "column_major":
-            _ops.fail(op, "layout", f"= {layout!r}: expected 'column_major' or 'packed_ue8m0'")
+            _ops.fail(op, "layout",
+                      f"= {layout!r}: expected 'column_major', 'packed_ue8m0' or 'swizzled_128x4'")
     m, g = scale.shape
     ld = align_up(m, ld_align)
     if same_bytes_as_column_major(scale, ld):

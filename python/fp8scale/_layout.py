@@ -170,6 +170,14 @@ def new_packed_ue8m0(m: int, g: int, device) -> torch.Tensor:
     return torch.empty(words * ld, dtype=torch.int32, device=device).as_strided((m, words), (1, ld))
 
 
+def new_swizzled_128x4(m: int, g: int, device) -> torch.Tensor:
+    """An uninitialized swizzled UE8M0 tensor for (m, g) scales: 1-D
+    float8_e8m0fnu of align(m, 128) * align(g, 4) bytes, the 128 x 4 tiles of
+    cuBLASLt's VEC32_UE8M0 mode and F.scaled_mm's SwizzleType.SWIZZLE_32_4_4
+    (the writer fills its padding bytes)."""
+    return torch.empty((m + 127) // 128 * 128 * ((g + 3) // 4 * 4), dtype=torch.float8_e8m0fnu, device=device)
+
+
 def same_bytes_as_column_major(scale: torch.Tensor, ld: int) -> bool:
     """Whether `scale` already addresses every s(m, g) where ColMajor{ld} does,
     with no padding slot to fill (materialize's no-op; the C++

@@ -8,6 +8,7 @@ defines the schemas and the CUDA kernels under the ``fp8scale`` namespace:
   rmsnorm_quant(x, weight, q!, scale!, residual!?=None, norm_out!?=None, norm_eps=1e-6, group_size=128, ...)
   materialize(src, dst!)
   materialize_packed_ue8m0(src, dst!)
+  materialize_swizzled_128x4(src, dst!)
 
 Each writes its ``!`` arguments (caller-allocated) and returns nothing. The
 fake implementations here check what the shapes and dtypes decide, so that
@@ -29,8 +30,9 @@ _INPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
 _FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e4m3fnuz: 240.0}
 _GROUP_SIZES = (32, 64, 128)
-# The group sizes of the packed UE8M0 scales (groups of 128 for DeepGEMM's
-# SM100 GEMMs, 32 for MXFP8): the library's isExponentLayoutGroupSize.
+# The group sizes of the exponent layouts, packed UE8M0 and swizzled 128 x 4
+# (groups of 128 for DeepGEMM's SM100 GEMMs, 32 for MXFP8): the library's
+# isExponentLayoutGroupSize.
 PACKED_GROUP_SIZES = (32, 128)
 
 
@@ -59,6 +61,7 @@ SILU_CLAMP_QUANT = torch.ops.fp8scale.silu_clamp_quant.default if AVAILABLE else
 RMSNORM_QUANT = torch.ops.fp8scale.rmsnorm_quant.default if AVAILABLE else None
 MATERIALIZE = torch.ops.fp8scale.materialize.default if AVAILABLE else None
 MATERIALIZE_PACKED_UE8M0 = torch.ops.fp8scale.materialize_packed_ue8m0.default if AVAILABLE else None
+MATERIALIZE_SWIZZLED_128X4 = torch.ops.fp8scale.materialize_swizzled_128x4.default if AVAILABLE else None
 
 
 def require_ops() -> None:
@@ -162,30 +165,51 @@ def check_packed_ue8m0(op: str, name: str, t: torch.Tensor, m: int, g: int) -> N
                        "multiple of 4")
 
 
+def check_swizzled_128x4(op: str, name: str, t: torch.Tensor, m: int, g: int) -> None:
+    """The 128 x 4 swizzled UE8M0 bytes of (m, g) exponents: a contiguous 1-D
+    float8_e8m0fnu tensor of align(m, 128) * align(g, 4) bytes (the C++
+    swizzled128x4Arg)."""
+    check_tensor(op, name, t, (torch.float8_e8m0fnu,), (1,))
+    check_shape(op, name, t, ((m + 127) // 128 * 128 * ((g + 3) // 4 * 4),))
+    if t.shape[0] > 1 and t.stride(0) != 1:
+        fail(op, name, f"must be contiguous, got strides {tuple(t.stride())}")
+
+
 def is_packed(scale) -> bool:
     """Whether a producer op's scale is the packed UE8M0 words (int32)."""
     return isinstance(scale, torch.Tensor) and scale.dtype == torch.int32
 
 
+def is_exponent_layout(scale) -> bool:
+    """Whether a producer op's scale is in an exponent layout: the packed
+    UE8M0 words (int32) or the swizzled 128 x 4 bytes (float8_e8m0fnu)."""
+    return isinstance(scale, torch.Tensor) and scale.dtype in (torch.int32, torch.float8_e8m0fnu)
+
+
 def check_producer_scale(op: str, scale, m: int, g: int, group_size, scale_ue8m0) -> None:
     """A producer op's scale: float32 (M, G) in a layout of scale_layout(), or
-    the packed UE8M0 words with scale_ue8m0 and groups of 32 or 128 (the C++
-    packedProducerScale; x and q dtypes are the caller's check)."""
-    if not is_packed(scale):
+    an exponent layout with scale_ue8m0 and groups of 32 or 128 (the C++
+    withExponentScale; x and q dtypes are the caller's check)."""
+    if not is_exponent_layout(scale):
         check_scale(op, scale, m, g)
         return
-    check_packed_ue8m0(op, "scale", scale, m, g)
+    if is_packed(scale):
+        check_packed_ue8m0(op, "scale", scale, m, g)
+        what = "packed UE8M0 scales (int32)"
+    else:
+        check_swizzled_128x4(op, "scale", scale, m, g)
+        what = "swizzled UE8M0 scales"
     if not scale_ue8m0:
-        fail(op, "scale_ue8m0", "must be True: packed UE8M0 scales (int32) hold UE8M0 exponents")
+        fail(op, "scale_ue8m0", f"must be True: {what} hold UE8M0 exponents")
     if group_size not in PACKED_GROUP_SIZES:
-        fail(op, "group_size", f"= {group_size}: packed UE8M0 scales take groups of 32 or 128")
+        fail(op, "group_size", f"= {group_size}: {what} take groups of 32 or 128")
 
 
 def check_group_quant(x, q, scale, group_size, fmax, eps, scale_ue8m0=False) -> None:
     op = "group_quant"
-    packed = is_packed(scale)
-    check_tensor(op, "x", x, (torch.bfloat16,) if packed else _INPUT_DTYPES, (2, 3))
-    check_tensor(op, "q", q, (torch.float8_e4m3fn,) if packed else _FP8_DTYPES, (2, 3))
+    exponents = is_exponent_layout(scale)
+    check_tensor(op, "x", x, (torch.bfloat16,) if exponents else _INPUT_DTYPES, (2, 3))
+    check_tensor(op, "q", q, (torch.float8_e4m3fn,) if exponents else _FP8_DTYPES, (2, 3))
     check_device(op, (("x", x), ("q", q), ("scale", scale)))
     check_options(op, group_size, q.dtype, fmax, eps)
     if x.dim() == 3 and x.shape[2] % group_size != 0:
@@ -203,9 +227,9 @@ def check_group_quant(x, q, scale, group_size, fmax, eps, scale_ue8m0=False) -> 
 
 def check_silu_clamp_quant(x, q, scale, group_size, fmax, eps, limit=0.0, scale_ue8m0=False) -> None:
     op = "silu_clamp_quant"
-    packed = is_packed(scale)
-    check_tensor(op, "x", x, (torch.bfloat16,) if packed else _INPUT_DTYPES, (2,))
-    check_tensor(op, "q", q, (torch.float8_e4m3fn,) if packed else _FP8_DTYPES, (2,))
+    exponents = is_exponent_layout(scale)
+    check_tensor(op, "x", x, (torch.bfloat16,) if exponents else _INPUT_DTYPES, (2,))
+    check_tensor(op, "q", q, (torch.float8_e4m3fn,) if exponents else _FP8_DTYPES, (2,))
     check_device(op, (("x", x), ("q", q), ("scale", scale)))
     check_options(op, group_size, q.dtype, fmax, eps)
     if limit != limit:
@@ -218,11 +242,13 @@ def check_silu_clamp_quant(x, q, scale, group_size, fmax, eps, limit=0.0, scale_
     check_producer_scale(op, scale, m, g, group_size, scale_ue8m0)
 
 
-def check_rmsnorm_quant(x, weight, q, scale, residual, norm_out, norm_eps, group_size, fmax, eps) -> None:
+def check_rmsnorm_quant(x, weight, q, scale, residual, norm_out, norm_eps, group_size, fmax, eps,
+                        scale_ue8m0=False) -> None:
     op = "rmsnorm_quant"
-    check_tensor(op, "x", x, _INPUT_DTYPES, (2,))
+    exponents = is_exponent_layout(scale)
+    check_tensor(op, "x", x, (torch.bfloat16,) if exponents else _INPUT_DTYPES, (2,))
     check_tensor(op, "weight", weight, (x.dtype,), (1,))
-    check_tensor(op, "q", q, _FP8_DTYPES, (2,))
+    check_tensor(op, "q", q, (torch.float8_e4m3fn,) if exponents else _FP8_DTYPES, (2,))
     for name, t in (("residual", residual), ("norm_out", norm_out)):
         if t is not None:
             check_tensor(op, name, t, (x.dtype,), (2,))
@@ -239,7 +265,7 @@ def check_rmsnorm_quant(x, weight, q, scale, residual, norm_out, norm_eps, group
     g = groups_of(op, k, group_size)
     check_shape(op, "weight", weight, (k,))
     check_shape(op, "q", q, (m, k))
-    check_scale(op, scale, m, g)
+    check_producer_scale(op, scale, m, g, group_size, scale_ue8m0)
 
 
 def check_materialize(src, dst) -> None:
@@ -254,13 +280,14 @@ def check_materialize(src, dst) -> None:
         fail(op, "dst", f"has strides {tuple(dst.stride())}: expected column-major (1, ld) with ld >= M")
 
 
-def check_materialize_packed_ue8m0(src, dst) -> None:
-    op = "materialize_packed_ue8m0"
+def check_materialize_exponents(op, src, dst, dst_dtype, check_dst) -> None:
+    """materialize_packed_ue8m0 / materialize_swizzled_128x4: float32 (M, G)
+    src; dst of dst_dtype, checked by check_dst(op, "dst", dst, M, G)."""
     check_tensor(op, "src", src, (torch.float32,), (2,))
-    check_tensor(op, "dst", dst, (torch.int32,), (2,))
+    check_tensor(op, "dst", dst, (dst_dtype,))
     check_device(op, (("src", src), ("dst", dst)))
     _layout.scale_layout(src)
-    check_packed_ue8m0(op, "dst", dst, *src.shape)
+    check_dst(op, "dst", dst, *src.shape)
 
 
 # --- fake implementations -----------------------------------------------------------
@@ -279,7 +306,7 @@ if AVAILABLE:
     @torch.library.register_fake("fp8scale::rmsnorm_quant")
     def _rmsnorm_quant_fake(x, weight, q, scale, residual=None, norm_out=None, norm_eps=1e-6, group_size=128,
                             scale_ue8m0=False, fmax=0.0, eps=1e-10, enable_pdl=False):
-        check_rmsnorm_quant(x, weight, q, scale, residual, norm_out, norm_eps, group_size, fmax, eps)
+        check_rmsnorm_quant(x, weight, q, scale, residual, norm_out, norm_eps, group_size, fmax, eps, scale_ue8m0)
 
     @torch.library.register_fake("fp8scale::materialize")
     def _materialize_fake(src, dst):
@@ -287,11 +314,17 @@ if AVAILABLE:
 
     @torch.library.register_fake("fp8scale::materialize_packed_ue8m0")
     def _materialize_packed_ue8m0_fake(src, dst):
-        check_materialize_packed_ue8m0(src, dst)
+        check_materialize_exponents("materialize_packed_ue8m0", src, dst, torch.int32, check_packed_ue8m0)
+
+    @torch.library.register_fake("fp8scale::materialize_swizzled_128x4")
+    def _materialize_swizzled_128x4_fake(src, dst):
+        check_materialize_exponents("materialize_swizzled_128x4", src, dst, torch.float8_e8m0fnu,
+                                    check_swizzled_128x4)
 
     # CPU tensors: the same checks, which refuse them by name (the dispatcher's
     # own message would not say which argument).
     for _name, _fake in (("group_quant", _group_quant_fake), ("silu_clamp_quant", _silu_clamp_quant_fake),
                          ("rmsnorm_quant", _rmsnorm_quant_fake), ("materialize", _materialize_fake),
-                         ("materialize_packed_ue8m0", _materialize_packed_ue8m0_fake)):
+                         ("materialize_packed_ue8m0", _materialize_packed_ue8m0_fake),
+                         ("materialize_swizzled_128x4", _materialize_swizzled_128x4_fake)):
         torch.library.impl(f"fp8scale::{_name}", "CPU")(_fake)

@@ -212,6 +212,9 @@ def test_opcheck():
     packed = torch.empty(2, 20, dtype=torch.int32, device="cuda").t()
     torch.library.opcheck(torch.ops.fp8scale.materialize_packed_ue8m0.default, (ue8m0, packed),
                           test_utils=OPCHECK_TESTS)
+    swizzled = torch.empty(128 * 8, dtype=torch.float8_e8m0fnu, device="cuda")
+    torch.library.opcheck(torch.ops.fp8scale.materialize_swizzled_128x4.default, (ue8m0, swizzled),
+                          test_utils=OPCHECK_TESTS)
 
 
 class Site(torch.nn.Module):
@@ -480,25 +483,60 @@ def test_packed_ue8m0_materialize_equals_the_byte_reference(m, k, col):
     assert torch.equal(got, packed_ue8m0_reference(s))
 
 
+def swizzled_128x4_reference(s):
+    """The bytes of the 128 x 4 swizzled UE8M0 scales of cuBLASLt's
+    VEC32_UE8M0 mode for (M, G) power-of-two scales, built with torch
+    indexing as its documentation describes the layout: the exponents padded
+    with 0 to align(M, 128) rows and align(G, 4) groups, cut into 128 x 4
+    tiles stored in row-major tile order, row r and group c of a tile at byte
+    (r % 32) * 16 + (r // 32) * 4 + c."""
+    m, g = s.shape
+    rows, cols = (m + 127) // 128 * 128, (g + 3) // 4 * 4
+    exps = torch.zeros(rows, cols, dtype=torch.uint8, device=s.device)
+    exps[:m, :g] = (s.contiguous().view(torch.int32) >> 23).to(torch.uint8)
+    # [row tile][r // 32][r % 32][col tile][c] -> [row tile][col tile][r % 32][r // 32][c]
+    tiles = exps.view(rows // 128, 4, 32, cols // 4, 4).permute(0, 3, 2, 1, 4)
+    return tiles.flatten()
+
+
+def storage_bytes(t):
+    """Every byte of t's storage (the padding slots included)."""
+    return torch.tensor([], dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+def producer_calls(x, group):
+    """Each producer's function and arguments on x (M, K) bf16: group quant,
+    SiLU-clamp quant of (M, 2 K), RMSNorm quant with a residual (restored
+    before each call: the op updates it in place)."""
+    w = activations(1, x.shape[1], torch.bfloat16, 29)[0].abs() + 0.5
+    res = activations(x.shape[0], x.shape[1], torch.bfloat16, 31)
+    return ((fp8scale.group_quant, lambda: ((x, group), {})),
+            (fp8scale.silu_clamp_quant, lambda: ((torch.cat([x, x], 1), 7.0, group), {})),
+            (fp8scale.rmsnorm_quant, lambda: ((x, w, 1e-6, group), {"residual": res.clone()})))
+
+
 @pytest.mark.parametrize("m", (0, 1, 2, 3, 4, 5, 17, 127, 128, 129, 1000))
 @pytest.mark.parametrize("k", (128, 512, 7168))
 @pytest.mark.parametrize("group", (32, 128))
-def test_group_quant_packed_ue8m0_equals_group_quant_and_materialize(m, k, group):
-    """The producer's own packed words (scale_layout="packed_ue8m0"; group
-    quant and SiLU-clamp quant) are the bytes of row-major UE8M0 emission
-    packed by materialize, padding included, and the byte reference's; the
-    fp8 bytes are the same."""
+@pytest.mark.parametrize("layout", ("packed_ue8m0", "swizzled_128x4"))
+def test_producers_into_exponent_layouts_equal_emission_and_materialize(m, k, group, layout):
+    """Each producer's own exponent layout (scale_layout: group quant,
+    SiLU-clamp quant, RMSNorm quant) is the bytes of its row-major UE8M0
+    emission laid out by materialize, padding included, and the byte
+    reference's; the fp8 bytes are the same."""
     x = activations(m, k, torch.bfloat16, 23)
-    for fn, args in ((fp8scale.group_quant, (x, group)), (fp8scale.silu_clamp_quant, (torch.cat([x, x], 1), 7.0, group))):
-        q, s = fn(*args, scale_ue8m0=True)
-        packed = fp8scale.materialize(s, layout="packed_ue8m0")
-        dq, ds = fn(*args, scale_ue8m0=True, scale_layout="packed_ue8m0")
+    reference = packed_ue8m0_reference if layout == "packed_ue8m0" else swizzled_128x4_reference
+    for fn, call in producer_calls(x, group):
+        args, kwargs = call()
+        q, s = fn(*args, scale_ue8m0=True, **kwargs)[:2]
+        relaid = fp8scale.materialize(s, layout=layout)
+        args, kwargs = call()
+        dq, ds = fn(*args, scale_ue8m0=True, scale_layout=layout, **kwargs)[:2]
         same_bits(dq, q)
-        assert ds.dtype == torch.int32 and ds.shape == packed.shape
-        assert ds.numel() == 0 or ds.stride() == packed.stride()
-        got = torch.tensor([], dtype=torch.uint8, device="cuda").set_(ds.untyped_storage())
-        assert torch.equal(got, torch.tensor([], dtype=torch.uint8, device="cuda").set_(packed.untyped_storage()))
-        assert torch.equal(got, packed_ue8m0_reference(s))
+        assert ds.dtype == relaid.dtype and ds.shape == relaid.shape
+        assert ds.numel() == 0 or ds.stride() == relaid.stride()
+        assert torch.equal(storage_bytes(ds), storage_bytes(relaid)), fn.__name__
+        assert torch.equal(storage_bytes(ds), reference(s)), fn.__name__
 
 
 @pytest.mark.parametrize("m", (0, 1, 5, 130))

@@ -48,7 +48,15 @@ def test_packed_ue8m0_materialize_on_meta(m, g):
     "call, error, pattern",
     [
         (lambda: fp8scale.materialize(meta(4, 8, dtype=F32), layout="swizzled"), ValueError,
-         r"materialize: argument 'layout' = 'swizzled'"),
+         r"materialize: argument 'layout' = 'swizzled': expected 'column_major', 'packed_ue8m0' or 'swizzled_128x4'"),
+        (lambda: torch.ops.fp8scale.materialize_swizzled_128x4(meta(4, 8, dtype=F32), meta(256, dtype=torch.uint8)),
+         TypeError, r"materialize_swizzled_128x4: argument 'dst' has dtype torch.uint8"),
+        (lambda: torch.ops.fp8scale.materialize_swizzled_128x4(meta(4, 8, dtype=F32),
+                                                               meta(512, dtype=torch.float8_e8m0fnu)),
+         ValueError, r"argument 'dst' has shape \(512,\), expected \(1024,\)"),
+        (lambda: torch.ops.fp8scale.materialize_swizzled_128x4(meta(4, 8, dtype=F32),
+                                                               meta(2048, dtype=torch.float8_e8m0fnu)[::2]),
+         ValueError, r"argument 'dst' must be contiguous, got strides \(2,\)"),
         (lambda: torch.ops.fp8scale.materialize_packed_ue8m0(meta(4, 8, dtype=F32), meta(4, 2, dtype=F32)),
          TypeError, r"materialize_packed_ue8m0: argument 'dst' has dtype torch.float32"),
         (lambda: torch.ops.fp8scale.materialize_packed_ue8m0(meta(5, 8, dtype=F32),
@@ -63,20 +71,45 @@ def test_packed_ue8m0_refusals_name_the_argument(call, error, pattern):
         call()
 
 
+@pytest.mark.parametrize("m, g", [(0, 5), (1, 1), (5, 4), (130, 57)])
+def test_swizzled_128x4_materialize_on_meta(m, g):
+    """The 128 x 4 swizzled layout: 1-D float8_e8m0fnu of align(M, 128) * align(G, 4) bytes."""
+    out = fp8scale.materialize(meta(m, g, dtype=F32), layout="SWIZZLED_128X4")
+    assert out.dtype == torch.float8_e8m0fnu and out.shape == ((m + 127) // 128 * 128 * ((g + 3) // 4 * 4),)
+    torch.ops.fp8scale.materialize_swizzled_128x4(meta(m, g, dtype=F32).t().contiguous().t(), out)
+
+
+def producers_into(layout, m, k, group):
+    """(q, scale) of each producer writing `layout` for (M, K) outputs."""
+    return (fp8scale.group_quant(meta(m, k), group, scale_ue8m0=True, scale_layout=layout),
+            fp8scale.silu_clamp_quant(meta(m, 2 * k), 7.0, group, scale_ue8m0=True, scale_layout=layout.upper()),
+            fp8scale.rmsnorm_quant(meta(m, k), meta(k), group_size=group, residual=meta(m, k), scale_ue8m0=True,
+                                   scale_layout=layout)[:2])
+
+
 @pytest.mark.parametrize("m, k", [(0, 512), (1, 128), (5, 640), (130, 7168)])
 @pytest.mark.parametrize("group", (32, 128))
-def test_group_quant_writes_packed_ue8m0_words_on_meta(m, k, group):
-    """scale_layout="packed_ue8m0": the producer's own int32 (M, ceil(G / 4))
-    words, strides (1, align(M, 4)), and the op's fake takes them; SiLU-clamp
-    quant of (M, 2 K) alike."""
+def test_producers_write_packed_ue8m0_words_on_meta(m, k, group):
+    """scale_layout="packed_ue8m0": each producer's own int32 (M, ceil(G / 4))
+    words, strides (1, align(M, 4)), and the ops' fakes take them."""
     words, ld = (k // group + 3) // 4, (m + 3) // 4 * 4
-    for q, s in (fp8scale.group_quant(meta(m, k), group, scale_ue8m0=True, scale_layout="packed_ue8m0"),
-                 fp8scale.silu_clamp_quant(meta(m, 2 * k), 7.0, group, scale_ue8m0=True,
-                                           scale_layout="PACKED_UE8M0")):
+    for q, s in producers_into("packed_ue8m0", m, k, group):
         assert q.dtype == FN and q.shape == (m, k)
         assert s.dtype == torch.int32 and s.shape == (m, words)
         if s.numel():
             assert s.stride() == (1, ld)
+
+
+@pytest.mark.parametrize("m, k", [(0, 512), (1, 128), (5, 640), (130, 7168)])
+@pytest.mark.parametrize("group", (32, 128))
+def test_producers_write_swizzled_128x4_bytes_on_meta(m, k, group):
+    """scale_layout="swizzled_128x4": each producer's own 1-D float8_e8m0fnu
+    tensor of align(M, 128) * align(G, 4) bytes, as F.scaled_mm's
+    SWIZZLE_32_4_4 takes it."""
+    for q, s in producers_into("swizzled_128x4", m, k, group):
+        assert q.dtype == FN and q.shape == (m, k)
+        assert s.dtype == torch.float8_e8m0fnu and s.shape == ((m + 127) // 128 * 128 * ((k // group + 3) // 4 * 4),)
+        assert s.stride() == (1,)
 
 
 @pytest.mark.parametrize(
@@ -93,7 +126,30 @@ def test_group_quant_writes_packed_ue8m0_words_on_meta(m, k, group):
                                       scale_layout="packed_ue8m0"),
          ValueError, r"argument 'transpose_scale' does not apply to scale_layout='packed_ue8m0'"),
         (lambda: fp8scale.group_quant(meta(4, 512), scale_layout="swizzled"), ValueError,
-         r"argument 'scale_layout' = 'swizzled': expected 'row_major', 'column_major' or 'packed_ue8m0'"),
+         r"argument 'scale_layout' = 'swizzled': expected 'row_major', 'column_major', 'packed_ue8m0' or "
+         r"'swizzled_128x4'"),
+        (lambda: fp8scale.group_quant(meta(4, 512), scale_layout="swizzled_128x4"), ValueError,
+         r"group_quant: argument 'scale_ue8m0' must be True: swizzled UE8M0 scales hold UE8M0 exponents"),
+        (lambda: fp8scale.group_quant(meta(4, 512), scale_ue8m0=True, ld_align=4, scale_layout="swizzled_128x4"),
+         ValueError, r"argument 'ld_align' does not apply to scale_layout='swizzled_128x4'"),
+        (lambda: fp8scale.rmsnorm_quant(meta(4, 512), meta(512), group_size=64, scale_ue8m0=True,
+                                        scale_layout="swizzled_128x4"),
+         ValueError, r"rmsnorm_quant: argument 'group_size' = 64: swizzled UE8M0 scales take groups of 32 or 128"),
+        (lambda: fp8scale.rmsnorm_quant(meta(4, 512, dtype=F32), meta(512, dtype=F32), scale_ue8m0=True,
+                                        scale_layout="packed_ue8m0"),
+         TypeError, r"rmsnorm_quant: argument 'x' has dtype torch.float32: packed UE8M0 scales"),
+        (lambda: fp8scale.rmsnorm_quant(meta(4, 512), meta(512), scale_ue8m0=True, fp8_dtype=FNUZ,
+                                        scale_layout="swizzled_128x4"),
+         TypeError, r"rmsnorm_quant: argument 'fp8_dtype' = torch.float8_e4m3fnuz: swizzled UE8M0 scales go with"),
+        (lambda: torch.ops.fp8scale.rmsnorm_quant(meta(4, 512), meta(512), meta(4, 512, dtype=FN),
+                                                  meta(512, dtype=torch.float8_e8m0fnu)),
+         ValueError, r"rmsnorm_quant: argument 'scale_ue8m0' must be True: swizzled UE8M0 scales"),
+        (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FN),
+                                                meta(256, dtype=torch.float8_e8m0fnu), 128, True),
+         ValueError, r"group_quant: argument 'scale' has shape \(256,\), expected \(512,\)"),
+        (lambda: torch.ops.fp8scale.silu_clamp_quant(meta(4, 1024), meta(4, 512, dtype=FN),
+                                                     meta(4, 128, dtype=torch.float8_e8m0fnu), 7.0, 128, True),
+         ValueError, r"silu_clamp_quant: argument 'scale' must be 1-D"),
         (lambda: fp8scale.group_quant(meta(4, 512), scale_layout="column_major"), ValueError,
          r"argument 'scale_layout' = 'column_major' disagrees with transpose_scale=False"),
         (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FN),
@@ -321,3 +377,11 @@ def test_opcheck_on_meta(col_major):
                           test_utils=OPCHECK_TESTS)
     torch.library.opcheck(torch.ops.fp8scale.silu_clamp_quant.default, (meta(m, 1024), q, packed[:, :1], 7.0, 128, True),
                           test_utils=OPCHECK_TESTS)
+    torch.library.opcheck(torch.ops.fp8scale.rmsnorm_quant.default,
+                          (x, meta(512), q, packed[:, :1], meta(m, 512), None, 1e-6, 128, True), test_utils=OPCHECK_TESTS)
+    swizzled = meta(128 * 4, dtype=torch.float8_e8m0fnu)  # align(M, 128) * align(G, 4) bytes
+    torch.library.opcheck(torch.ops.fp8scale.materialize_swizzled_128x4.default, (s, swizzled), test_utils=OPCHECK_TESTS)
+    for op, args in ((torch.ops.fp8scale.group_quant, (x, q, swizzled, 128, True)),
+                     (torch.ops.fp8scale.silu_clamp_quant, (meta(m, 1024), q, swizzled, 7.0, 128, True)),
+                     (torch.ops.fp8scale.rmsnorm_quant, (x, meta(512), q, swizzled, meta(m, 512), None, 1e-6, 128, True))):
+        torch.library.opcheck(op.default, args, test_utils=OPCHECK_TESTS)

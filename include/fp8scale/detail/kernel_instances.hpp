@@ -80,10 +80,9 @@
 /// The producers into the exponent layouts, for their NVIDIA consumers (SM100
 /// DeepGEMM, cuBLASLt / CUTLASS MXFP8): bf16 into e4m3fn (the kernels of the
 /// UE8M0 rule and group sizes 32 and 128 alone, dispatchRuleAndGroup). Group
-/// quant and RMSNorm quant into both (the PyTorch ops and the tests: the
-/// linear layers' inputs, the attention input); SiLU-clamp quant into the
-/// packed words (SGLang's fused SiLU with UE8M0 scales for DeepGEMM); the
-/// fused allreduce into both (its tests). Empty on AMD, whose MX GEMMs read
+/// quant, SiLU-clamp quant and RMSNorm quant into both (the PyTorch ops'
+/// scale_layout, the tests; SGLang's fused SiLU with UE8M0 scales for
+/// DeepGEMM); the fused allreduce into both (its tests). Empty on AMD, whose MX GEMMs read
 /// other layouts: a HIP call is instantiated where it is made.
 #if defined(FP8SCALE_PLATFORM_CUDA)
 #define FP8SCALE_EXPONENT_INSTANCES(PREFIX, INSTANCE)                                                               \
@@ -92,7 +91,7 @@
 #define FP8SCALE_GROUP_QUANT_EXPONENT_INSTANCES(PREFIX)                                                             \
   FP8SCALE_EXPONENT_INSTANCES(PREFIX, FP8SCALE_GROUP_QUANT_INSTANCE)
 #define FP8SCALE_SILU_CLAMP_QUANT_EXPONENT_INSTANCES(PREFIX)                                                        \
-  FP8SCALE_SILU_CLAMP_QUANT_INSTANCE(PREFIX, E4M3FN, PackedUe8m0, BFloat16)
+  FP8SCALE_EXPONENT_INSTANCES(PREFIX, FP8SCALE_SILU_CLAMP_QUANT_INSTANCE)
 #define FP8SCALE_RMSNORM_QUANT_EXPONENT_INSTANCES(PREFIX)                                                           \
   FP8SCALE_EXPONENT_INSTANCES(PREFIX, FP8SCALE_RMSNORM_QUANT_INSTANCE)
 #define FP8SCALE_ALLREDUCE_RMSNORM_QUANT_EXPONENT_INSTANCES(PREFIX)                                                 \
