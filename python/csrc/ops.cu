@@ -34,6 +34,32 @@ STABLE_TORCH_LIBRARY(fp8scale, m) {
 namespace fp8scale::torch_binding {
 namespace {
 
+/// The producer ops' last step, after their own checks: the scale as an
+/// exponent layout (withExponentScale: bfloat16 x into float8_e4m3fn) or as a
+/// float32 row-major / column-major view, `disjoint()` (the outputs' overlap
+/// check), then `launch(input, out, view, stream)` on the current stream,
+/// where `inputOf(In{})` is the producer's input for x's dtype and `out` the
+/// fp8 q (M, cols), row stride ldq.
+template <class Disjoint, class InputOf, class Launch>
+void runProducer(const char* op, int32_t device, const Tensor& x, const Tensor& q, const Tensor& scale, index_t M,
+                 index_t cols, index_t G, index_t ldq, bool scaleUe8m0, int64_t groupSize, Disjoint disjoint,
+                 InputOf inputOf, Launch launch) {
+  if (withExponentScale(op, x, q, scale, M, G, scaleUe8m0, groupSize, [&](auto view) {
+        disjoint();
+        const CurrentStream cs(device);
+        const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, cols, ldq};
+        check(op, launch(inputOf(BFloat16{}), out, view, cs.stream));
+      }))
+    return;
+  const ScaleArg s = scaleArg(op, "scale", scale, M, G);
+  disjoint();
+  const CurrentStream cs(device);
+  withInputType(op, "x", x, [&](auto in) {
+    const auto input = inputOf(in);
+    withOutputs(op, q, M, cols, ldq, s, [&](auto out, auto view) { check(op, launch(input, out, view, cs.stream)); });
+  });
+}
+
 /// x (M, K) with contiguous rows, or (M, H, D) with stride(2) == 1 and free
 /// token and head strides; q (M, K) or (M, H, D) with contiguous rows;
 /// scale (M, K / group_size) float32, row-major or column-major (scaleArg),
@@ -70,24 +96,11 @@ void groupQuantOp(Tensor x, Tensor q, Tensor scale, int64_t groupSize, bool scal
     return GroupQuantInput<In>::headMajor(px, M, x.size(1), x.size(2), M <= 1 ? K : x.stride(0),
                                           x.size(1) <= 1 ? x.size(2) : x.stride(1));
   };
-  const auto disjoint = [&] {
-    expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
-  };
-  if (withExponentScale(kOp, x, q, scale, M, G, scaleUe8m0, groupSize, [&](auto view) {
-        disjoint();
-        const CurrentStream cs(device);
-        const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, K, ldq};
-        check(kOp, groupQuant(inputOf(BFloat16{}), out, view, opt, cs.stream).status());
-      }))
-    return;
-  const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
-  disjoint();
-  const CurrentStream cs(device);
-  withInputType(kOp, "x", x, [&](auto in) {
-    const auto input = inputOf(in);
-    withOutputs(kOp, q, M, K, ldq, s,
-                [&](auto out, auto view) { check(kOp, groupQuant(input, out, view, opt, cs.stream).status()); });
-  });
+  runProducer(
+      kOp, device, x, q, scale, M, K, G, ldq, scaleUe8m0, groupSize,
+      [&] { expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}}); },
+      inputOf,
+      [&](const auto& in, auto out, auto view, Stream st) { return groupQuant(in, out, view, opt, st).status(); });
 }
 
 /// x (M, 2 I) with contiguous rows, gate in columns [0, I) and up in
@@ -105,27 +118,15 @@ void siluClampQuantOp(Tensor x, Tensor q, Tensor scale, double limit, int64_t gr
   expectShape(kOp, "q", q, {M, I});
   const index_t ldq = rowStride(kOp, "q", q);
   const QuantOptions opt = quantOptions(groupSize, scaleUe8m0, fmax, eps, enablePdl);
-  const auto disjoint = [&] {
-    expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}});
-  };
-  if (withExponentScale(kOp, x, q, scale, M, G, scaleUe8m0, groupSize, [&](auto view) {
-        disjoint();
-        const CurrentStream cs(device);
-        const SiluClampInput<BFloat16> input{static_cast<const BFloat16*>(x.data_ptr()), M, I, ldx,
-                                             static_cast<float>(limit)};
-        const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, I, ldq};
-        check(kOp, siluClampQuant(input, out, view, opt, cs.stream).status());
-      }))
-    return;
-  const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
-  disjoint();
-  const CurrentStream cs(device);
-  withInputType(kOp, "x", x, [&](auto in) {
+  const auto inputOf = [&](auto in) {
     using In = decltype(in);
-    const SiluClampInput<In> input{static_cast<const In*>(x.data_ptr()), M, I, ldx, static_cast<float>(limit)};
-    withOutputs(kOp, q, M, I, ldq, s,
-                [&](auto out, auto view) { check(kOp, siluClampQuant(input, out, view, opt, cs.stream).status()); });
-  });
+    return SiluClampInput<In>{static_cast<const In*>(x.data_ptr()), M, I, ldx, static_cast<float>(limit)};
+  };
+  runProducer(
+      kOp, device, x, q, scale, M, I, G, ldq, scaleUe8m0, groupSize,
+      [&] { expectDisjoint(kOp, {{"q", &q}, {"scale", &scale}}, {{"x", &x}, {"q", &q}, {"scale", &scale}}); },
+      inputOf,
+      [&](const auto& in, auto out, auto view, Stream st) { return siluClampQuant(in, out, view, opt, st).status(); });
 }
 
 /// x (M, K) and weight (K,) of one input dtype; q (M, K); scale
@@ -169,7 +170,6 @@ void rmsNormQuantOp(Tensor x, Tensor weight, Tensor q, Tensor scale, std::option
     ldNormOut = rowStride(kOp, "norm_out", *normOut);
   }
   const QuantOptions opt = quantOptions(groupSize, scaleUe8m0, fmax, eps, enablePdl);
-  const auto disjoint = [&] { expectDisjoint(kOp, outputs, all); };
   const auto inputOf = [&](auto in) {
     using In = decltype(in);
     RmsNormQuantInput<In> input =
@@ -180,21 +180,10 @@ void rmsNormQuantOp(Tensor x, Tensor weight, Tensor q, Tensor scale, std::option
     if (normOut) input = input.withNormOut(static_cast<In*>(normOut->data_ptr()), ldNormOut);
     return input;
   };
-  if (withExponentScale(kOp, x, q, scale, M, G, scaleUe8m0, groupSize, [&](auto view) {
-        disjoint();
-        const CurrentStream cs(device);
-        const Fp8Matrix<E4M3FN> out{static_cast<std::uint8_t*>(q.data_ptr()), M, K, ldq};
-        check(kOp, rmsNormQuant(inputOf(BFloat16{}), out, view, opt, cs.stream).status());
-      }))
-    return;
-  const ScaleArg s = scaleArg(kOp, "scale", scale, M, G);
-  disjoint();
-  const CurrentStream cs(device);
-  withInputType(kOp, "x", x, [&](auto in) {
-    const auto input = inputOf(in);
-    withOutputs(kOp, q, M, K, ldq, s,
-                [&](auto out, auto view) { check(kOp, rmsNormQuant(input, out, view, opt, cs.stream).status()); });
-  });
+  runProducer(
+      kOp, device, x, q, scale, M, K, G, ldq, scaleUe8m0, groupSize, [&] { expectDisjoint(kOp, outputs, all); },
+      inputOf,
+      [&](const auto& in, auto out, auto view, Stream st) { return rmsNormQuant(in, out, view, opt, st).status(); });
 }
 
 /// The materialize ops' source: src (M, G) float32, row-major or

@@ -283,17 +283,18 @@ bool withExponentScale(const char* op, const Tensor& x, const Tensor& q, const T
                        bool scaleUe8m0, int64_t groupSize, F&& f) {
   const ScalarType dtype = scale.scalar_type();
   if (dtype != ScalarType::Int && dtype != ScalarType::Float8_e8m0fnu) return false;
-  const char* name = dtype == ScalarType::Int ? "packed UE8M0 scales (int32)" : "swizzled UE8M0 scales";
-  const auto packed = dtype == ScalarType::Int ? packedUe8m0Arg(op, "scale", scale, M, G) : ScaleView<std::uint8_t, PackedUe8m0>{};
-  const auto swizzled =
-      dtype == ScalarType::Int ? ScaleView<std::uint8_t, Swizzled128x4>{} : swizzled128x4Arg(op, "scale", scale, M, G);
+  const bool packed = dtype == ScalarType::Int;
+  const char* name = packed ? "packed UE8M0 scales (int32)" : "swizzled UE8M0 scales";
+  const auto packedView = packed ? packedUe8m0Arg(op, "scale", scale, M, G) : ScaleView<std::uint8_t, PackedUe8m0>{};
+  const auto swizzledView =
+      packed ? ScaleView<std::uint8_t, Swizzled128x4>{} : swizzled128x4Arg(op, "scale", scale, M, G);
   expectDtype(op, "x", x, ScalarType::BFloat16);
   expectDtype(op, "q", q, ScalarType::Float8_e4m3fn);
   if (!scaleUe8m0) fail(op, "scale_ue8m0", std::string("must be True: ") + name + " hold UE8M0 exponents");
   if (!isExponentLayoutGroupSize(static_cast<int>(groupSize)))
     fail(op, "group_size", "= " + std::to_string(groupSize) + ": " + name + " take groups of 32 or 128");
-  if (dtype == ScalarType::Int) f(packed);
-  else f(swizzled);
+  if (packed) f(packedView);
+  else f(swizzledView);
   return true;
 }
 
