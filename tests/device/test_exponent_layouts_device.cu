@@ -186,16 +186,9 @@ struct RmsNormCase {
     std::vector<BFloat16> w(static_cast<std::size_t>(K) + 8);
     for (std::size_t k = 0; k < w.size(); ++k) w[k] = fromF<BFloat16>(0.5f + static_cast<float>(k % 17) / 16.0f);
     weight.upload(w);
-    in.x = x.get();
-    in.rows = M;
-    in.cols = K;
-    in.ldx = K;
-    in.residual = residual.get();
-    in.ldResidual = K;
-    in.weight = weight.get();
-    in.normEps = 1e-6f;
-    in.normOut = normOut.get();
-    in.ldNormOut = K;
+    in = RmsNormQuantInput<BFloat16>::matrix(x.get(), M, K, K, weight.get())
+             .withResidual(residual.get(), K)
+             .withNormOut(normOut.get(), K);
   }
   /// The residual as every run starts from it.
   void restoreResidual() {
