@@ -250,7 +250,8 @@ TYPED_TEST(ExponentEmitDeviceRmsNorm, FusedAllreduceEqualsRowMajorEmitPlusMateri
       for (int groupSize : {128, 32}) {
         const index_t G = K / groupSize;
         RmsNormCase c(M, K, static_cast<unsigned>(M * 5 + K + groupSize));
-        c.in.residual = nullptr;
+        c.in.residual = nullptr;  // each rank would update its own
+        c.in.normOut = nullptr;   // and write its own
         // Rank p's partial: x scaled by p + 1, in its staging buffer and at
         // rank stride M * K in the gathered [W][M][K].
         std::vector<BFloat16> partials;
