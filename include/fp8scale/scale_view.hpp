@@ -235,7 +235,6 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void writeScalePadding(const ScaleView
   }
 }
 
-
 /// Writes 0 to the padding groups [cols, paddedCols) of row m (< M) of `v`:
 /// exponent layouts whose G is not a multiple of 4. Nothing for the fp32
 /// layouts.
