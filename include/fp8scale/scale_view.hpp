@@ -206,9 +206,11 @@ namespace detail {
 /// in its 4-byte word (both layouts keep groups 4q .. 4q + 3 of a row in the
 /// four bytes of one aligned word: kGroupsPerWord), so one address serves
 /// them all.
-template <class T>
+template <class Layout, class T>
 FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void zeroWordTail(T* last, index_t cols) {
-  const int used = static_cast<int>(cols % 4);  // groups of the last word; 0: a whole word, no padding
+  static_assert(Layout::kGroupsPerWord == 4 && Layout::kGroupAlignment == 4,
+                "a row's padding groups are the rest of its last 4-byte word");
+  const int used = static_cast<int>(cols % Layout::kGroupsPerWord);  // 0: a whole last word, no padding
   if (used == 0) return;
   last[1] = T(0);  // predicated stores, no loop: the producers' registers are scarce here
   if (used <= 2) last[2] = T(0);
@@ -230,7 +232,7 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void writeScalePadding(const ScaleView
     T* const slot = &v(m, g);
     *slot = T(0);
     if constexpr (Layout::kGroupAlignment > 1) {
-      if (g + 1 == v.cols()) detail::zeroWordTail(slot, v.cols());  // the padding groups of row m (writeRowPadding)
+      if (g + 1 == v.cols()) detail::zeroWordTail<Layout>(slot, v.cols());  // the padding groups of row m (writeRowPadding)
     }
   }
 }
@@ -241,8 +243,7 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void writeScalePadding(const ScaleView
 template <class T, class Layout>
 FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE void writeRowPadding(const ScaleView<T, Layout>& v, index_t m) {
   if constexpr (Layout::kGroupAlignment > 1) {
-    static_assert(Layout::kGroupsPerWord == Layout::kGroupAlignment, "a row's padding groups share its last word");
-    if (v.cols() > 0) detail::zeroWordTail(&v(m, v.cols() - 1), v.cols());
+    if (v.cols() > 0) detail::zeroWordTail<Layout>(&v(m, v.cols() - 1), v.cols());
   } else {
     (void)v;
     (void)m;

@@ -264,7 +264,7 @@ inline ScaleView<std::uint8_t, PackedUe8m0> packedUe8m0Arg(const char* op, const
 inline ScaleView<std::uint8_t, Swizzled128x4> swizzled128x4Arg(const char* op, const char* name, const Tensor& t,
                                                               index_t M, index_t G) {
   expectDtype(op, name, t, ScalarType::Float8_e8m0fnu);
-  const index_t bytes = alignUp(M, 128) * alignUp(G, 4);
+  const index_t bytes = Swizzled128x4::forCols(G).requiredSpan(M, G);
   expectShape(op, name, t, {bytes});
   if (bytes > 1 && t.stride(0) != 1) fail(op, name, "must be contiguous, got strides " + strideString(t));
   auto view = swizzled128x4View(static_cast<std::uint8_t*>(t.data_ptr()), M, G);

@@ -170,12 +170,19 @@ def new_packed_ue8m0(m: int, g: int, device) -> torch.Tensor:
     return torch.empty(words * ld, dtype=torch.int32, device=device).as_strided((m, words), (1, ld))
 
 
+def swizzled_128x4_bytes(m: int, g: int) -> int:
+    """The bytes of the swizzled UE8M0 scales of (m, g) exponents:
+    align(m, 128) * align(g, 4), whole 128 x 4 tiles (the C++
+    Swizzled128x4::requiredSpan)."""
+    return align_up(m, 128) * align_up(g, 4)
+
+
 def new_swizzled_128x4(m: int, g: int, device) -> torch.Tensor:
     """An uninitialized swizzled UE8M0 tensor for (m, g) scales: 1-D
-    float8_e8m0fnu of align(m, 128) * align(g, 4) bytes, the 128 x 4 tiles of
+    float8_e8m0fnu of swizzled_128x4_bytes(m, g) bytes, the 128 x 4 tiles of
     cuBLASLt's VEC32_UE8M0 mode and F.scaled_mm's SwizzleType.SWIZZLE_32_4_4
     (the writer fills its padding bytes)."""
-    return torch.empty((m + 127) // 128 * 128 * ((g + 3) // 4 * 4), dtype=torch.float8_e8m0fnu, device=device)
+    return torch.empty(swizzled_128x4_bytes(m, g), dtype=torch.float8_e8m0fnu, device=device)
 
 
 def same_bytes_as_column_major(scale: torch.Tensor, ld: int) -> bool:

@@ -170,14 +170,9 @@ def check_swizzled_128x4(op: str, name: str, t: torch.Tensor, m: int, g: int) ->
     float8_e8m0fnu tensor of align(m, 128) * align(g, 4) bytes (the C++
     swizzled128x4Arg)."""
     check_tensor(op, name, t, (torch.float8_e8m0fnu,), (1,))
-    check_shape(op, name, t, ((m + 127) // 128 * 128 * ((g + 3) // 4 * 4),))
+    check_shape(op, name, t, (_layout.swizzled_128x4_bytes(m, g),))
     if t.shape[0] > 1 and t.stride(0) != 1:
         fail(op, name, f"must be contiguous, got strides {tuple(t.stride())}")
-
-
-def is_packed(scale) -> bool:
-    """Whether a producer op's scale is the packed UE8M0 words (int32)."""
-    return isinstance(scale, torch.Tensor) and scale.dtype == torch.int32
 
 
 def is_exponent_layout(scale) -> bool:
@@ -193,7 +188,7 @@ def check_producer_scale(op: str, scale, m: int, g: int, group_size, scale_ue8m0
     if not is_exponent_layout(scale):
         check_scale(op, scale, m, g)
         return
-    if is_packed(scale):
+    if scale.dtype == torch.int32:
         check_packed_ue8m0(op, "scale", scale, m, g)
         what = "packed UE8M0 scales (int32)"
     else:

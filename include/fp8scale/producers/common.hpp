@@ -83,8 +83,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE void storeScale(const ScaleView<T, Layout>&
                                                      float s, bool evictLast) {
   T* const p = &scale(m, g);  // (M, G)
   if constexpr (Layout::kGroupAlignment > 1) {  // writeRowPadding, from the address at hand
-    static_assert(Layout::kGroupsPerWord == Layout::kGroupAlignment, "a row's padding groups share its last word");
-    if (g + 1 == scale.cols()) zeroWordTail(p, scale.cols());
+    if (g + 1 == scale.cols()) zeroWordTail<Layout>(p, scale.cols());
   }
 #if FP8SCALE_HAS_L2_CACHE_HINT
   if (evictLast) {
