@@ -7,9 +7,9 @@
 //   bench_producers [--benchmark_out=FILE --benchmark_out_format=json] [--quick]
 //
 // At M >= 8192 a run's entries spread by up to 10% on the H200 (single
-// outliers); tools/h200_prebuilt.sh runs the set 3 times in random
-// interleaving (--benchmark_repetitions=3
-// --benchmark_enable_random_interleaving=true) and the tools read the medians.
+// outliers): run the set 3 times in random interleaving
+// (--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true);
+// benchmarks/bench_table.py and plot_bench.py read the medians.
 // move_bytes/... entries move each producer's bytes with no arithmetic: the
 // ceiling of its read:write mix in this harness (in address order; RMSNorm's
 // also in its own row order, and in its small-M block-per-row shape, where
@@ -18,7 +18,7 @@
 // Counters per producer benchmark: us_per_call, GBps (bytes read + written per
 // second), vs_copy_bw (GBps / the faster large copy's GBps), vs_input_copy
 // (time / time of copying the input bytes). The row-major emit + materialize
-// path is its own benchmark; tools/bench_table.py subtracts the two. With the
+// path is its own benchmark; benchmarks/bench_table.py subtracts the two. With the
 // full set, tune/... entries time the block shapes, register bounds and grid
 // caps the policies chose between. .../pdl entries launch with programmatic dependent launch.
 // naive/... entries time plain group quant, SiLU-clamp and RMSNorm kernels (a

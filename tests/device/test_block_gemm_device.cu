@@ -350,7 +350,7 @@ void runGemmCase(CublasLtBlockGemm& gemm, const Weight& w, const char* producer,
               plan.candidates, yDiffs, qDiffs, padNonZero, repeatDiffs, describe(good).c_str(),
               M >= 2 ? describe(bad).c_str() : "n/a (M = 1)");
 
-  // The same, machine-readable, for tools/h200_gemm.sh: producer M N K yDiffs
+  // The same, machine-readable (one line a case, for summaries): producer M N K yDiffs
   // qDiffs padNonZero over maxErr/bound maxRel maxErr/A badOver badMaxErr/bound algo rerunDiffs
   std::printf("[gemm-case] %s %lld %lld %lld %zu %zu %zu %zu %.4g %.4g %.4g %zu %.4g %d %zu\n", producer,
               static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K), yDiffs, qDiffs,

@@ -127,8 +127,8 @@ __global__ void readWithoutWait(const std::uint32_t* src, std::uint32_t* dst, st
 
 // The harness can fail: without the wait, a PDL launch behind the staging
 // copy reads the data from before the copy. (Under compute-sanitizer the
-// kernels are serialized and this control fails by design:
-// tools/h200_prebuilt.sh leaves it out of its sanitizer runs.)
+// kernels are serialized and this control fails by design: leave it out of
+// sanitizer runs.)
 TEST_F(ProgrammaticLaunchDevice, ControlAKernelWithoutTheWaitReadsStaleInput) {
 #if defined(FP8SCALE_PLATFORM_HIP)
   GTEST_SKIP() << "NVIDIA only: HIP has no programmatic launch, the flag is a plain launch there";

@@ -707,8 +707,8 @@ TYPED_TEST(RmsNormQuantDevice, RowSizedBlockGivesTheFullBlocksBits) {
 // the NaN, so the poison is there for a row sum that read a missing warp's
 // slot. It needs the GPU to itself: another process's kernels between the
 // two launches overwrite the SMs' shared memory (it failed once with 7 more
-// gtest shards on the GPU, and passed alone and in its suite;
-// tools/h200_prebuilt.sh runs it alone, after the shards).
+// gtest shards on the GPU, and passed alone and in its suite: a sharded run
+// runs it alone, after the shards).
 TEST_F(FusedQuantDeviceShapes, ControlStaleSharedMemoryHoldsThePoison) {
 #if defined(FP8SCALE_PLATFORM_HIP)
   GTEST_SKIP() << "NVIDIA only: whether LDS keeps a finished workgroup's data is not specified on AMD";

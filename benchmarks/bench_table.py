@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Markdown tables from bench_producers' Google Benchmark JSON.
 
-    python3 tools/bench_table.py benchmarks/results/h200_bench_producers.json
+    python3 benchmarks/bench_table.py benchmarks/results/h200_bench_producers.json
+    python3 benchmarks/bench_table.py --compact RUN.json OUT.json
+
+--compact writes the run's medians alone (with each entry's cv beside its
+median), the fields these tables and plot_bench.py read: the form
+benchmarks/results keeps (a run with 3 repetitions is 8x larger).
 
 For each producer and M: time per call for row-major and column-major scales,
 bandwidth (bytes read + written) as a ratio to the same run's fastest large
@@ -53,7 +58,32 @@ def entries(data):
     return rows
 
 
+# What --compact keeps of an entry (the rest is Google Benchmark's bookkeeping).
+KEPT = ("name", "run_name", "run_type", "aggregate_name", "real_time", "time_unit", "M", "I", "GBps", "us_per_call",
+        "vs_copy_bw", "vs_input_copy", "vs_input_copy_bw", "cv")
+
+
+def compact(data) -> dict:
+    """The run's medians (or its single runs, without repetitions), each with
+    the KEPT fields, numbers to 7 significant digits, and `cv`: the
+    coefficient of variation of real_time over the repetitions, where the run
+    has them. Compacting a compacted run changes nothing."""
+    cv = {b["run_name"]: b["real_time"] for b in data["benchmarks"] if b.get("aggregate_name") == "cv"}
+    out = []
+    for b in entries(data).values():
+        e = {k: b[k] for k in KEPT if k in b}
+        if b.get("run_name") in cv:
+            e["cv"] = cv[b["run_name"]]
+        out.append({k: float(f"{v:.7g}") if isinstance(v, float) else v for k, v in e.items()})
+    return {"context": data.get("context", {}), "benchmarks": out}
+
+
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--compact":
+        with open(sys.argv[3], "w") as f:
+            json.dump(compact(json.load(open(sys.argv[2]))), f, separators=(",", ":"))
+            f.write("\n")
+        return
     data = json.load(open(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results/h200_bench_producers.json"))
     rows = entries(data)
     context = data.get("context", {})
