@@ -187,8 +187,6 @@ Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuant(const AllreduceCom
                                                               ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                               Stream stream,
                                                               AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto) {
-  static_assert(Layout::kStridedScales || Layout::kExponentBytes,
-                "the fused allreduce writes RowMajor, ColMajor, PackedUe8m0 or Swizzled128x4 scales");
   const char* fn = "allreduceRmsNormQuant";
   float fmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant(fn, in, q, scale, opt, fmax); !s) return s;
@@ -237,8 +235,6 @@ Result<QuantizedTensor<Format, Layout>> gatheredRmsNormQuant(const RmsNormQuantI
                                                              index_t rankStride, In* stage, Fp8Matrix<Format> q,
                                                              ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                              Stream stream) {
-  static_assert(Layout::kStridedScales || Layout::kExponentBytes,
-                "the fused allreduce writes RowMajor, ColMajor, PackedUe8m0 or Swizzled128x4 scales");
   const char* fn = "gatheredRmsNormQuant";
   float fmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant(fn, in, q, scale, opt, fmax); !s) return s;

@@ -40,6 +40,10 @@ namespace fp8scale {
 template <class In>
 struct GroupTilePolicy {
   static constexpr int kThreads = 256;
+  /// Two 16-byte loads a thread (16 bf16 values), the second slice's loads in
+  /// flight while the first is quantized (groupTile); SiLU-clamp with 4
+  /// values a thread on full grids measured slower (docs/performance.md,
+  /// "Tuning choices").
   static constexpr int kLoadsPerThread = 2;
   static constexpr int kElems = kLoadsPerThread * detail::kVecElems<In>;  // values per thread
   static_assert(kElems == detail::kGroupTileStoreBytes<In>, "the store width the argument checks align q to");
@@ -499,8 +503,6 @@ template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> groupQuant(const GroupQuantInput<In>& in, Fp8Matrix<Format> q,
                                                    ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                    Stream stream) {
-  static_assert(Layout::kStridedScales || Layout::kExponentBytes,
-                "group quant writes RowMajor, ColMajor, PackedUe8m0 or Swizzled128x4 scales");
   float fmax = 0.0f;
   if (Status s = detail::checkGroupQuant("groupQuant", in, q, scale, opt, fmax); !s) return s;
   return detail::runGroupTileProducer<In, detail::GroupQuantKernelFor<In, Format, Layout>::template Of>(

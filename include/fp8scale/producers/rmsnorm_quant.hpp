@@ -37,14 +37,24 @@ namespace fp8scale {
 ///     512 x 8 vectors.
 template <class In>
 struct RmsNormPolicy {
+  // Rows of up to kWideThreads x kWideVecs vectors (K = 8192 bf16): the
+  // block-per-row and staged shapes below hold one such row a block.
   static constexpr int kWideThreads = 1024;
   static constexpr int kWideVecs = 1;
+  // The row loop: 256 x 4 holds the same rows in blocks of two an SM, one
+  // wave of them looping (AMD's large-M kernel; docs/performance.md).
   static constexpr int kRowsThreads = 256;
   static constexpr int kRowsVecs = 4;
   static constexpr int kRowsMinBlocksPerSm = 2;
   static constexpr int kRowsResidentWaves = 1;
+  // From this many rows the longer rows leave the block per row (0.74-0.76x
+  // the copy there) for the staged kernel or the row loop.
   static constexpr index_t kRowsMinRows = 1024;
-  static constexpr index_t kShortRowVecs = 640;  ///< up to here, a block per row at every M
+  // Up to here a row-sized block per row at every M (as fast as the staged
+  // kernel at M >= 2048 at K = 5120; docs/performance.md).
+  static constexpr index_t kShortRowVecs = 640;
+  // The staged kernel: 512 x 2 vectors, h in shared memory, 3 blocks an SM
+  // (0.92-0.93x the copy at M = 8192-16384; docs/performance.md).
   static constexpr int kStagedThreads = 512;
   static constexpr int kStagedVecs = 2;
   static constexpr int kStagedMinBlocksPerSm = 3;
@@ -59,6 +69,8 @@ struct RmsNormPolicy {
 #else
   static constexpr bool kRowsStaged = true;
 #endif
+  // Rows past kWideThreads x kWideVecs vectors, up to kMaxCols (32768 bf16,
+  // the longest the checks accept): a block per row of 512 x 8.
   static constexpr int kLargeThreads = 512;
   static constexpr int kLargeVecs = 8;
   static constexpr index_t kMaxCols = static_cast<index_t>(kLargeThreads) * kLargeVecs * detail::kVecElems<In>;
@@ -512,8 +524,6 @@ template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q,
                                                      ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                      Stream stream) {
-  static_assert(Layout::kStridedScales || Layout::kExponentBytes,
-                "RMSNorm quant writes RowMajor, ColMajor, PackedUe8m0 or Swizzled128x4 scales");
   using Policy = RmsNormPolicy<In>;
   float fmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant("rmsNormQuant", in, q, scale, opt, fmax); !s) return s;

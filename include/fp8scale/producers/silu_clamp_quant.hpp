@@ -93,8 +93,6 @@ template <class Format, class Layout, class In>
 Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>& in, Fp8Matrix<Format> q,
                                                        ScaleOutput<Layout> scale, const QuantOptions& opt,
                                                        Stream stream) {
-  static_assert(Layout::kStridedScales || Layout::kExponentBytes,
-                "SiLU-clamp quant writes RowMajor, ColMajor, PackedUe8m0 or Swizzled128x4 scales");
   float fmax = 0.0f;
   if (Status s = detail::checkSiluClampQuant("siluClampQuant", in, q, scale, opt, fmax); !s) return s;
   return detail::runGroupTileProducer<In, detail::SiluClampQuantKernelFor<In, Format, Layout>::template Of>(

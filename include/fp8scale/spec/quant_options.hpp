@@ -57,13 +57,16 @@ struct QuantOptions {
 };
 
 namespace detail {
-/// The options of a producer call writing scales in `Layout`:
-/// checkQuantOptions (fmax, eps, rule), the UE8M0 rule and a group size of
-/// 32 or 128 for the exponent layouts (their bytes hold a power of two's
-/// exponent alone; isExponentLayoutGroupSize), and a known
+/// The options of a producer call (launcher or host reference) writing
+/// scales in `Layout`, one of the four layouts producers write (any other is
+/// a compile error): checkQuantOptions (fmax, eps, rule), the UE8M0 rule and
+/// a group size of 32 or 128 for the exponent layouts (their bytes hold a
+/// power of two's exponent alone; isExponentLayoutGroupSize), and a known
 /// scaleStore (kInvalidValue naming the option otherwise).
 template <class Format, class Layout>
 inline Status checkProducerOptions(const char* fn, const QuantOptions& o, float& fmax) {
+  static_assert(Layout::kStridedScales || Layout::kExponentBytes,
+                "producers write RowMajor, ColMajor, PackedUe8m0 or Swizzled128x4 scales");
   if (Status s = checkQuantOptions<Format>(fn, o, fmax); !s) return s;
   if (Layout::kExponentBytes && o.rule != ScaleRule::kUE8M0)
     return Status::error(StatusCode::kInvalidValue, fn, "rule",
