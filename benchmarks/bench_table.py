@@ -75,7 +75,10 @@ def compact(data) -> dict:
         if b.get("run_name") in cv:
             e["cv"] = cv[b["run_name"]]
         out.append({k: float(f"{v:.7g}") if isinstance(v, float) else v for k, v in e.items()})
-    return {"context": data.get("context", {}), "benchmarks": out}
+    context = dict(data.get("context", {}))
+    if "executable" in context:  # where the binary lay on the machine that ran it: its name is what matters
+        context["executable"] = context["executable"].replace("\\", "/").rsplit("/", 1)[-1]
+    return {"context": context, "benchmarks": out}
 
 
 def main() -> None:
