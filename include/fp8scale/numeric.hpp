@@ -29,15 +29,21 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE float toFloat(float v) { return v; }
 FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE float toFloat(BFloat16 v) {
   return bitCast<float>(static_cast<std::uint32_t>(v.bits) << 16);
 }
+/// fp16: the exponent rebiased in place (a NaN keeps its payload, quiet or
+/// not: sign | 0x7F800000 | m << 13); a subnormal m * 2^-24 renormalized by
+/// one exact fp32 subtraction, whatever the denormal mode. Written as
+/// selects over integer bits: HIP compiles the fp16 producers in about half
+/// the time of a branch per exponent class (docs/building.md).
 FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE float toFloat(Float16 v) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(v.bits & 0x8000u) << 16;
-  const std::uint32_t e = (v.bits >> 10) & 0x1Fu;
-  const std::uint32_t m = v.bits & 0x3FFu;
-  if (e == 0x1Fu) return bitCast<float>(sign | 0x7F800000u | (m << 13));  // inf / NaN
-  if (e != 0u) return bitCast<float>(sign | ((e + 112u) << 23) | (m << 13));
-  // zero or subnormal: m * 2^-24, exact in fp32
-  const float mag = static_cast<float>(m) * bitCast<float>(0x33800000u);
-  return sign ? -mag : mag;
+  std::uint32_t o = (static_cast<std::uint32_t>(v.bits) & 0x7FFFu) << 13;  // exponent and mantissa in fp32's place
+  const std::uint32_t e = o & 0x0F800000u;
+  o += 0x38000000u;                                      // exponent bias 15 -> 127
+  if (e == 0x0F800000u) {
+    o += 0x38000000u;                                    // inf / NaN: exponent 255
+  } else if (e == 0u) {                                  // zero / subnormal: (1 + m 2^-10) 2^-14 - 2^-14
+    o = bitCast<std::uint32_t>(bitCast<float>(o + 0x00800000u) - bitCast<float>(0x38800000u));
+  }
+  return bitCast<float>(o | ((static_cast<std::uint32_t>(v.bits) & 0x8000u) << 16));
 }
 
 /// fp32 -> bf16, round to nearest even; NaN stays a (quiet) NaN.
@@ -48,27 +54,25 @@ FP8SCALE_HOST_DEVICE FP8SCALE_FORCEINLINE BFloat16 toBFloat16(float v) {
   return BFloat16{static_cast<std::uint16_t>(rounded >> 16)};
 }
 
-/// fp32 -> fp16, round to nearest even, overflow to inf, NaN stays a NaN.
+/// fp32 -> fp16, round to nearest even, overflow to inf, NaN to sign | 0x7E00.
+/// Normal results round the 13 dropped bits in integer arithmetic (a carry
+/// out of the mantissa steps the exponent, up to inf past 65504); fp16
+/// subnormals are rounded by one fp32 addition of 0.5, which lines 2^-24 up
+/// with the sum's last bit (its result is normal, so no denormal mode
+/// matters). Selects, no per-case shifts: see toFloat(Float16).
 FP8SCALE_HOST_DEVICE inline Float16 toFloat16(float v) {
-  const std::uint32_t b = bitCast<std::uint32_t>(v);
-  const std::uint32_t sign = (b >> 16) & 0x8000u;
-  const std::uint32_t abs = b & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return Float16{static_cast<std::uint16_t>(sign | 0x7E00u)};
-  if (abs >= 0x477FF000u) return Float16{static_cast<std::uint16_t>(sign | 0x7C00u)};  // rounds past 65504
-  if (abs < 0x38800000u) {
-    // fp16 subnormal (or zero): units of 2^-24, round to nearest even.
-    if (abs < 0x33000000u) return Float16{static_cast<std::uint16_t>(sign)};  // <= 2^-25: rounds to 0
-    const std::uint32_t e = abs >> 23;
-    const std::uint32_t sig = (abs & 0x7FFFFFu) | 0x800000u;
-    const std::uint32_t shift = 126u - e;  // value = sig * 2^(e - 150); units of 2^-24: sig >> (126 - e)
-    std::uint32_t units = sig >> shift;
-    const std::uint32_t rest = sig & ((1u << shift) - 1u);
-    const std::uint32_t half = 1u << (shift - 1u);
-    if (rest > half || (rest == half && (units & 1u))) ++units;
-    return Float16{static_cast<std::uint16_t>(sign | units)};
+  std::uint32_t f = bitCast<std::uint32_t>(v);
+  const std::uint32_t sign = (f >> 16) & 0x8000u;
+  f &= 0x7FFFFFFFu;
+  std::uint32_t o;
+  if (f >= 0x47800000u) {  // >= 65536 (rounds past 65504 too), inf, NaN
+    o = f > 0x7F800000u ? 0x7E00u : 0x7C00u;
+  } else if (f < 0x38800000u) {  // below 2^-14: fp16 subnormal or zero
+    o = bitCast<std::uint32_t>(bitCast<float>(f) + 0.5f) - 0x3F000000u;
+  } else {  // rebias 127 -> 15 and add half an ulp (+1 when the kept last bit is odd: ties to even)
+    o = (f + 0xC8000FFFu + ((f >> 13) & 1u)) >> 13;
   }
-  std::uint32_t r = abs + 0xFFFu + ((abs >> 13) & 1u);  // round the 13 dropped bits to even
-  return Float16{static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13))};
+  return Float16{static_cast<std::uint16_t>(o | sign)};
 }
 
 /// fp32 -> In (float, BFloat16, Float16), round to nearest even.

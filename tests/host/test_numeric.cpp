@@ -59,6 +59,32 @@ TEST(Float16, NarrowingMatchesTheCompilerAtEveryValueAndMidpoint) {
   EXPECT_GT(checked, 200000);
 }
 
+// The NaN bits are the library's own rule, which the compiler's conversion
+// does not share (it quiets a signalling NaN and keeps a payload): the device
+// kernels reproduce these bits (detail/vec.hpp), so they are held here.
+TEST(Float16, NaNBitsFollowTheHostRule) {
+  // Widening keeps the payload in place, quiet bit as it was.
+  EXPECT_EQ(bitCast<std::uint32_t>(toFloat(Float16{0x7C01})), 0x7F802000u) << "signalling NaN stays signalling";
+  EXPECT_EQ(bitCast<std::uint32_t>(toFloat(Float16{0xFE00})), 0xFFC00000u);
+  EXPECT_EQ(bitCast<std::uint32_t>(toFloat(Float16{0x7FFF})), 0x7FFFE000u);
+  EXPECT_EQ(bitCast<std::uint32_t>(toFloat(Float16{0x7C00})), 0x7F800000u);
+  EXPECT_EQ(bitCast<std::uint32_t>(toFloat(Float16{0x8001})), 0xB3800000u) << "-2^-24";
+  // Narrowing gives every NaN sign | 0x7E00.
+  EXPECT_EQ(toFloat16(bitCast<float>(0x7F800001u)).bits, 0x7E00);
+  EXPECT_EQ(toFloat16(bitCast<float>(0xFFFFFFFFu)).bits, 0xFE00);
+  EXPECT_EQ(toFloat16(bitCast<float>(0x7FC00000u)).bits, 0x7E00);
+  // The edges of the integer and fp32-add paths.
+  EXPECT_EQ(toFloat16(65504.0f).bits, 0x7BFF);
+  EXPECT_EQ(toFloat16(bitCast<float>(0x477FEFFFu)).bits, 0x7BFF) << "just below 65520 rounds down";
+  EXPECT_EQ(toFloat16(65520.0f).bits, 0x7C00) << "the tie above 65504 rounds to inf";
+  EXPECT_EQ(toFloat16(bitCast<float>(0x38800000u)).bits, 0x0400) << "2^-14, the smallest normal";
+  EXPECT_EQ(toFloat16(bitCast<float>(0x387FFFFFu)).bits, 0x0400) << "just below rounds up to it";
+  EXPECT_EQ(toFloat16(bitCast<float>(0x33000000u)).bits, 0x0000) << "2^-25 ties to even (0)";
+  EXPECT_EQ(toFloat16(bitCast<float>(0x33000001u)).bits, 0x0001);
+  EXPECT_EQ(toFloat16(bitCast<float>(0x33C00000u)).bits, 0x0002) << "1.5 x 2^-24 ties to even (2)";
+  EXPECT_EQ(toFloat16(bitCast<float>(0x80000001u)).bits, 0x8000) << "an fp32 subnormal is -0";
+}
+
 TEST(Float16, NarrowingMatchesTheCompilerOnRandomFloats) {
   std::mt19937 rng(17);
   for (int i = 0; i < 2000000; ++i) {
