@@ -39,7 +39,7 @@ FP8SCALE_DEVICE FP8SCALE_FORCEINLINE Piece loadRaw(const In* src) {
 /// On NVIDIA sm_80+ an fp16 value takes one cvt.f32.f16 (exact for every
 /// finite value, subnormals included) and a select that gives a NaN the host
 /// rule's bits (sign, quiet bit and payload shifted up), in place of the host
-/// rule's branches per value.
+/// rule's integer rebias and subnormal subtraction.
 template <class In>
 FP8SCALE_DEVICE FP8SCALE_FORCEINLINE float widen16(std::uint16_t bits) {
 #if FP8SCALE_HAS_F2FP_ROUNDING
