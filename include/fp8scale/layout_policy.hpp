@@ -384,7 +384,7 @@ Result<ScaleView<T, ColMajor>> materialize(ScaleView<T, SrcLayout> src, T* dst, 
   ScaleView<T, ColMajor> out;
   bool copy = false;
   const Status s = detail::planMaterialize("materialize", src, dst, ld, out, copy);
-  if (!s || !copy) return s ? Result<ScaleView<T, ColMajor>>(out) : Result<ScaleView<T, ColMajor>>(s);
+  if (!s || !copy) return {s, out};
   constexpr int kTile = MaterializePolicy::kTile;
   const index_t tilesM = paddedRowTiles(out, kTile);
   const index_t tilesG = (src.cols() + kTile - 1) / kTile;

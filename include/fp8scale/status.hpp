@@ -143,6 +143,9 @@ class Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : status_(status) {}     // NOLINT: implicit by design
+  /// `value` when `status` is ok, else the failure (a launcher's last step:
+  /// `return {launched, out};`).
+  Result(Status status, T value) : status_(status), value_(status.isOk() ? std::move(value) : T{}) {}
 
   bool isOk() const { return status_.isOk(); }
   explicit operator bool() const { return isOk(); }

@@ -251,5 +251,23 @@ TEST(ScalePadding, WriteScalePaddingWritesOnlyPaddingSlots) {
   for (float v : rm) EXPECT_EQ(v, -1.0f) << "row-major views have no padding";
 }
 
+// Result(status, value), a launcher's last step: the value only when the
+// status is ok; a failure keeps its status and the empty value.
+TEST(Result, StatusAndValueKeepsTheValueOnlyWhenOk) {
+  float buf[4] = {};
+  const auto view = rowMajorView(buf, 2, 2).value();
+  const Result<ScaleView<float, RowMajor>> ok{Status::ok(), view};
+  ASSERT_TRUE(ok.isOk());
+  EXPECT_EQ(ok.value().data(), buf);
+  EXPECT_EQ(ok.value().rows(), 2);
+  const Status failure = Status::error(StatusCode::kDeviceError, "groupQuant", "launch", "failed");
+  const Result<ScaleView<float, RowMajor>> failed{failure, view};
+  EXPECT_FALSE(failed.isOk());
+  EXPECT_EQ(failed.status().code(), StatusCode::kDeviceError);
+  EXPECT_EQ(failed.status().message(), failure.message());
+  EXPECT_EQ(failed.value().data(), nullptr) << "a failed result holds the empty value, not the one given";
+  EXPECT_EQ(failed.value().rows(), 0);
+}
+
 }  // namespace
 }  // namespace fp8scale

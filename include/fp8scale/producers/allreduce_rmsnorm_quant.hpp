@@ -140,6 +140,15 @@ Status launchAllreduceRmsNormQuantFused(const char* fn, const AllreduceCommunica
   });
 }
 
+/// rmsNormQuant() of reduced (or no) rows, without programmatic launch: a
+/// spin-waiting grid is not launched ahead of its stream's previous kernel.
+template <class Format, class In, class Layout>
+Status localRmsNormQuant(const RmsNormQuantInput<In>& in, Fp8Matrix<Format> q, ScaleOutput<Layout> scale,
+                         QuantOptions opt, Stream stream) {
+  opt.programmaticLaunch = false;
+  return rmsNormQuant<Format>(in, q, scale, opt, stream).status();
+}
+
 /// Both row shapes: fused for wide rows; allreduce into `stage` + the
 /// rmsNormQuant launcher for long rows.
 template <class Format, AllreduceKernelAlgo kAlgo, class In, class Layout>
@@ -156,9 +165,7 @@ Status launchAllreduceRmsNormQuant(const char* fn, const AllreduceCommunicator* 
   RmsNormQuantInput<In> local = in;
   local.x = stage;
   local.ldx = in.cols;
-  QuantOptions plain = opt;
-  plain.programmaticLaunch = false;
-  return rmsNormQuant<Format>(local, q, scale, plain, stream).status();
+  return localRmsNormQuant(local, q, scale, opt, stream);
 }
 
 }  // namespace detail
@@ -197,13 +204,9 @@ Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuant(const AllreduceCom
                                                       detail::allreduceStagesRows<In>(in.cols));
       !s)
     return s;
-  QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
-  if (in.rows == 0 || in.cols == 0) {  // nothing to reduce: the padding row alone, as rmsNormQuant writes it
-    QuantOptions plain = opt;
-    plain.programmaticLaunch = false;
-    if (Status s = rmsNormQuant<Format>(in, q, scale, plain, stream).status(); !s) return s;
-    return out;
-  }
+  const QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
+  if (in.rows == 0 || in.cols == 0)  // nothing to reduce: the padding row alone, as rmsNormQuant writes it
+    return {detail::localRmsNormQuant(in, q, scale, opt, stream), out};
   detail::AllreduceSources<In> src;
   if (Status s = detail::allreduceSources(fn, comm, in.x, in.rows, in.cols, in.ldx, src); !s) return s;
   In* stage = static_cast<In*>(comm.scratch(comm.rank()));
@@ -213,8 +216,7 @@ Result<QuantizedTensor<Format, Layout>> allreduceRmsNormQuant(const AllreduceCom
                 fn, &comm, src, comm.world(), stage, in, q, scale, opt, fmax, stream)
           : detail::launchAllreduceRmsNormQuant<Format, detail::AllreduceKernelAlgo::kOneStage>(
                 fn, &comm, src, comm.world(), stage, in, q, scale, opt, fmax, stream);
-  if (!launched) return launched;
-  return out;
+  return {launched, out};
 }
 
 /// The fallback's local step on `stream`: in.x points at `world` partials,
@@ -257,21 +259,16 @@ Result<QuantizedTensor<Format, Layout>> gatheredRmsNormQuant(const RmsNormQuantI
     if (Status s = detail::checkSpan(fn, "stage", stage, detail::spanMul(in.rows, in.cols), inBytes); !s) return s;
     if (Status s = detail::checkAligned(fn, "stage", stage, 16); !s) return s;
   }
-  QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
-  if (in.rows == 0 || in.cols == 0) {  // nothing to reduce: the padding row alone, as rmsNormQuant writes it
-    QuantOptions plain = opt;
-    plain.programmaticLaunch = false;
-    if (Status s = rmsNormQuant<Format>(in, q, scale, plain, stream).status(); !s) return s;
-    return out;
-  }
+  const QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
+  if (in.rows == 0 || in.cols == 0)  // nothing to reduce: the padding row alone, as rmsNormQuant writes it
+    return {detail::localRmsNormQuant(in, q, scale, opt, stream), out};
   detail::AllreduceSources<In> src;
   src.x[0] = in.x;
   src.ldx = in.ldx;
   src.rankStride = rankStride;
-  const Status launched = detail::launchAllreduceRmsNormQuant<Format, detail::AllreduceKernelAlgo::kGathered>(
-      fn, nullptr, src, world, stage, in, q, scale, opt, fmax, stream);
-  if (!launched) return launched;
-  return out;
+  return {detail::launchAllreduceRmsNormQuant<Format, detail::AllreduceKernelAlgo::kGathered>(
+              fn, nullptr, src, world, stage, in, q, scale, opt, fmax, stream),
+          out};
 }
 
 /// The compiled kernel library's instantiations (detail/kernel_instances.hpp).

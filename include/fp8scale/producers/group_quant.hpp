@@ -456,19 +456,6 @@ Status launchGroupTile(const char* fn, const Input& in, index_t rows, index_t gr
   });
 }
 
-/// What groupQuant() and siluClampQuant() do once their arguments are
-/// checked: the group-tile launch, and the returned tensor (the producer's
-/// own buffers).
-template <class In, template <class, int> class KernelFor, class Input, class Format, class Layout>
-Result<QuantizedTensor<Format, Layout>> runGroupTileProducer(const char* fn, const Input& in, index_t rows,
-                                                             index_t groups, Fp8Matrix<Format> q,
-                                                             ScaleOutput<Layout> scale, const QuantOptions& opt,
-                                                             float fmax, int loopWaves, Stream stream) {
-  if (Status s = launchGroupTile<In, KernelFor>(fn, in, rows, groups, q, scale, fmax, opt, stream, loopWaves); !s)
-    return s;
-  return QuantizedTensor<Format, Layout>{q, scale, opt.groupSize};
-}
-
 #endif  // FP8SCALE_HAS_DEVICE
 
 }  // namespace detail
@@ -505,9 +492,10 @@ Result<QuantizedTensor<Format, Layout>> groupQuant(const GroupQuantInput<In>& in
                                                    Stream stream) {
   float fmax = 0.0f;
   if (Status s = detail::checkGroupQuant("groupQuant", in, q, scale, opt, fmax); !s) return s;
-  return detail::runGroupTileProducer<In, detail::GroupQuantKernelFor<In, Format, Layout>::template Of>(
-      "groupQuant", in, in.rows, in.cols() / opt.groupSize, q, scale, opt, fmax,
-      GroupTilePolicy<In>::kGroupQuantWaves, stream);
+  return {detail::launchGroupTile<In, detail::GroupQuantKernelFor<In, Format, Layout>::template Of>(
+              "groupQuant", in, in.rows, in.cols() / opt.groupSize, q, scale, fmax, opt, stream,
+              GroupTilePolicy<In>::kGroupQuantWaves),
+          QuantizedTensor<Format, Layout>{q, scale, opt.groupSize}};
 }
 
 /// The compiled kernel library's instantiations (detail/kernel_instances.hpp).

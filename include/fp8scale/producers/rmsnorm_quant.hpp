@@ -527,7 +527,7 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
   using Policy = RmsNormPolicy<In>;
   float fmax = 0.0f;
   if (Status s = detail::checkRmsNormQuant("rmsNormQuant", in, q, scale, opt, fmax); !s) return s;
-  QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
+  const QuantizedTensor<Format, Layout> out{q, scale, opt.groupSize};
   if (in.cols == 0) return out;  // no groups, no padding
   // A block per row (and the padding block) must fit one grid: HIP bounds a
   // grid's threads by 2^32 - 1, so from about 16.7M short rows on AMD the
@@ -552,8 +552,7 @@ Result<QuantizedTensor<Format, Layout>> rmsNormQuant(const RmsNormQuantInput<In>
           in, q, scale, opt, fmax, stream, plan.threads);
       break;
   }
-  if (!launched) return launched;
-  return out;
+  return {launched, out};
 }
 
 /// The compiled kernel library's instantiations (detail/kernel_instances.hpp).

@@ -95,9 +95,10 @@ Result<QuantizedTensor<Format, Layout>> siluClampQuant(const SiluClampInput<In>&
                                                        Stream stream) {
   float fmax = 0.0f;
   if (Status s = detail::checkSiluClampQuant("siluClampQuant", in, q, scale, opt, fmax); !s) return s;
-  return detail::runGroupTileProducer<In, detail::SiluClampQuantKernelFor<In, Format, Layout>::template Of>(
-      "siluClampQuant", in, in.rows, in.intermediate / opt.groupSize, q, scale, opt, fmax,
-      /*loopWaves: no cap, a block per row tile*/ 0, stream);
+  return {detail::launchGroupTile<In, detail::SiluClampQuantKernelFor<In, Format, Layout>::template Of>(
+              "siluClampQuant", in, in.rows, in.intermediate / opt.groupSize, q, scale, fmax, opt, stream,
+              /*loopWaves: no cap, a block per row tile*/ 0),
+          QuantizedTensor<Format, Layout>{q, scale, opt.groupSize}};
 }
 
 /// The compiled kernel library's instantiations (detail/kernel_instances.hpp).
