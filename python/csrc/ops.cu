@@ -64,7 +64,7 @@ void runProducer(const char* op, int32_t device, const Tensor& x, const Tensor& 
 /// token and head strides; q (M, K) or (M, H, D) with contiguous rows;
 /// scale (M, K / group_size) float32, row-major or column-major (scaleArg),
 /// or an exponent layout of the SM100 consumers: DeepGEMM's packed UE8M0
-/// int32 words or the 128 x 4 swizzled float8_e8m0fnu bytes (bfloat16 x
+/// int32 words or the 128 x 4 swizzled UE8M0 bytes as uint8 (bfloat16 x
 /// into float8_e4m3fn, scale_ue8m0 and groups of 32 or 128: the library's
 /// instantiations for them; withExponentScale).
 void groupQuantOp(Tensor x, Tensor q, Tensor scale, int64_t groupSize, bool scaleUe8m0, double fmax, double eps,
@@ -252,8 +252,9 @@ void materializePackedUe8m0Op(Tensor src, Tensor dst) {
   materializeExponents("materialize_packed_ue8m0", src, dst, packedUe8m0Arg);
 }
 
-/// dst: the contiguous 1-D float8_e8m0fnu tensor of align(M, 128) *
-/// align(G, 4) bytes: the 128 x 4 swizzled scales of cuBLASLt's
+/// dst: the contiguous 1-D uint8 tensor of align(M, 128) * align(G, 4)
+/// bytes (the Python API's float8_e8m0fnu tensor viewed as bytes:
+/// swizzled128x4Arg): the 128 x 4 swizzled scales of cuBLASLt's
 /// VEC32_UE8M0 mode and F.scaled_mm's SWIZZLE_32_4_4.
 void materializeSwizzled128x4Op(Tensor src, Tensor dst) {
   materializeExponents("materialize_swizzled_128x4", src, dst, swizzled128x4Arg);

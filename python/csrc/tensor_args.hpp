@@ -102,9 +102,21 @@ inline int32_t commonCudaDevice(const char* op, const std::vector<std::pair<cons
   return device;
 }
 
+/// t's dtype. The stable ABI of torch 2.10, which the op library targets,
+/// names no float8_e8m0fnu (torch throws reading it): that is an error
+/// naming the argument and the dtype the ops take instead.
+inline ScalarType dtypeOf(const char* op, const char* name, const Tensor& t) {
+  try {
+    return t.scalar_type();
+  } catch (const std::exception&) {
+    fail(op, name, "has a dtype the stable ABI of torch 2.10 cannot pass (float8_e8m0fnu is one; the ops take "
+                   "swizzled UE8M0 scales as their bytes, scale.view(torch.uint8))");
+  }
+}
+
 inline void expectDtype(const char* op, const char* name, const Tensor& t, ScalarType want) {
-  if (t.scalar_type() != want)
-    fail(op, name, std::string("has dtype ") + dtypeName(t.scalar_type()) + ", expected " + dtypeName(want));
+  const ScalarType got = dtypeOf(op, name, t);
+  if (got != want) fail(op, name, std::string("has dtype ") + dtypeName(got) + ", expected " + dtypeName(want));
 }
 
 inline void expectShape(const char* op, const char* name, const Tensor& t, const std::vector<int64_t>& want) {
@@ -258,12 +270,14 @@ inline ScaleView<std::uint8_t, PackedUe8m0> packedUe8m0Arg(const char* op, const
 
 /// The 128 x 4 swizzled UE8M0 scales of (M, G) exponents (cuBLASLt
 /// VEC32_UE8M0, torch's F.scaled_mm with SwizzleType.SWIZZLE_32_4_4) as the
-/// library's byte view: a contiguous 1-D float8_e8m0fnu tensor of
+/// library's byte view: a contiguous 1-D torch.uint8 tensor of
 /// align(M, 128) * align(G, 4) bytes, tiles of 128 rows x 4 groups in
-/// row-major tile order (Swizzled128x4; padding bytes written 0).
+/// row-major tile order (Swizzled128x4; padding bytes written 0). uint8, not
+/// float8_e8m0fnu: the Python API's float8_e8m0fnu tensor viewed as bytes
+/// (dtypeOf says why).
 inline ScaleView<std::uint8_t, Swizzled128x4> swizzled128x4Arg(const char* op, const char* name, const Tensor& t,
                                                               index_t M, index_t G) {
-  expectDtype(op, name, t, ScalarType::Float8_e8m0fnu);
+  expectDtype(op, name, t, ScalarType::Byte);
   const index_t bytes = Swizzled128x4::forCols(G).requiredSpan(M, G);
   expectShape(op, name, t, {bytes});
   if (bytes > 1 && t.stride(0) != 1) fail(op, name, "must be contiguous, got strides " + strideString(t));
@@ -273,16 +287,15 @@ inline ScaleView<std::uint8_t, Swizzled128x4> swizzled128x4Arg(const char* op, c
 }
 
 /// A producer op's scale in an exponent layout: the packed UE8M0 int32
-/// words (packedUe8m0Arg) or the swizzled float8_e8m0fnu bytes
-/// (swizzled128x4Arg), with what the library's instantiations for them take:
+/// words (packedUe8m0Arg) or the swizzled uint8 bytes (swizzled128x4Arg), with what the library's instantiations for them take:
 /// bfloat16 x into float8_e4m3fn q, scale_ue8m0, groups of 32 or 128. Runs
 /// f(view) and returns true for such a scale; false (nothing run) for a
 /// float32 one.
 template <class F>
 bool withExponentScale(const char* op, const Tensor& x, const Tensor& q, const Tensor& scale, index_t M, index_t G,
                        bool scaleUe8m0, int64_t groupSize, F&& f) {
-  const ScalarType dtype = scale.scalar_type();
-  if (dtype != ScalarType::Int && dtype != ScalarType::Float8_e8m0fnu) return false;
+  const ScalarType dtype = dtypeOf(op, "scale", scale);
+  if (dtype != ScalarType::Int && dtype != ScalarType::Byte) return false;
   const bool packed = dtype == ScalarType::Int;
   const char* name = packed ? "packed UE8M0 scales (int32)" : "swizzled UE8M0 scales";
   const auto packedView = packed ? packedUe8m0Arg(op, "scale", scale, M, G) : ScaleView<std::uint8_t, PackedUe8m0>{};
@@ -316,7 +329,7 @@ void withScaleView(const char* op, const ScaleArg& a, F&& f) {
 /// f(In{}) for the input dtypes the producers read.
 template <class F>
 void withInputType(const char* op, const char* name, const Tensor& t, F&& f) {
-  switch (t.scalar_type()) {
+  switch (dtypeOf(op, name, t)) {
     case ScalarType::BFloat16: return f(BFloat16{});
     case ScalarType::Half: return f(Float16{});
     case ScalarType::Float: return f(float{});
@@ -329,7 +342,7 @@ void withInputType(const char* op, const char* name, const Tensor& t, F&& f) {
 /// f(Format{}) for the fp8 output's dtype.
 template <class F>
 void withFp8Format(const char* op, const char* name, const Tensor& t, F&& f) {
-  switch (t.scalar_type()) {
+  switch (dtypeOf(op, name, t)) {
     case ScalarType::Float8_e4m3fn: return f(E4M3FN{});
     case ScalarType::Float8_e4m3fnuz: return f(E4M3FNUZ{});
     default:

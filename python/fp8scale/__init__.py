@@ -219,12 +219,13 @@ def group_quant(
         q = torch.empty(x.shape[0], k, dtype=fp8_dtype, device=x.device)
     else:
         q = torch.empty(x.shape[0], x.shape[1], x.shape[2], dtype=fp8_dtype, device=x.device)
+    op_scale = _ops.op_scale(scale)  # swizzled bytes go to the op as uint8
     if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
-        _ops.GROUP_QUANT(x, q, scale, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps, enable_pdl)
+        _ops.GROUP_QUANT(x, q, op_scale, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps, enable_pdl)
     elif group_size != 128:
-        _ops.GROUP_QUANT(x, q, scale, group_size)
+        _ops.GROUP_QUANT(x, q, op_scale, group_size)
     else:
-        _ops.GROUP_QUANT(x, q, scale)
+        _ops.GROUP_QUANT(x, q, op_scale)
     return q, scale
 
 
@@ -262,13 +263,14 @@ def silu_clamp_quant(
     scale = _producer_scale(op, x, m, two_i // 2, group_size, transpose_scale, ld_align, fp8_dtype, scale_ue8m0,
                             scale_layout)
     q = torch.empty(m, two_i // 2, dtype=fp8_dtype, device=x.device)
+    op_scale = _ops.op_scale(scale)  # swizzled bytes go to the op as uint8
     if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
-        _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps,
+        _ops.SILU_CLAMP_QUANT(x, q, op_scale, limit, group_size, scale_ue8m0, 0.0 if fmax is None else fmax, eps,
                               enable_pdl)
     elif group_size != 128:
-        _ops.SILU_CLAMP_QUANT(x, q, scale, limit, group_size)
+        _ops.SILU_CLAMP_QUANT(x, q, op_scale, limit, group_size)
     else:
-        _ops.SILU_CLAMP_QUANT(x, q, scale, limit)
+        _ops.SILU_CLAMP_QUANT(x, q, op_scale, limit)
     return q, scale
 
 
@@ -312,15 +314,16 @@ def rmsnorm_quant(
     scale = _producer_scale(op, x, m, k, group_size, transpose_scale, ld_align, fp8_dtype, scale_ue8m0, scale_layout)
     q = torch.empty(m, k, dtype=fp8_dtype, device=x.device)
     norm_out = torch.empty(m, k, dtype=x.dtype, device=x.device) if return_norm_out else None
+    op_scale = _ops.op_scale(scale)  # swizzled bytes go to the op as uint8
     if scale_ue8m0 or fmax is not None or eps != _EPS or enable_pdl:
-        _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, norm_eps, group_size, scale_ue8m0,
+        _ops.RMSNORM_QUANT(x, weight, q, op_scale, residual, norm_out, norm_eps, group_size, scale_ue8m0,
                            0.0 if fmax is None else fmax, eps, enable_pdl)
     elif norm_out is not None or norm_eps != _NORM_EPS or group_size != 128:
-        _ops.RMSNORM_QUANT(x, weight, q, scale, residual, norm_out, norm_eps, group_size)
+        _ops.RMSNORM_QUANT(x, weight, q, op_scale, residual, norm_out, norm_eps, group_size)
     elif residual is not None:
-        _ops.RMSNORM_QUANT(x, weight, q, scale, residual)
+        _ops.RMSNORM_QUANT(x, weight, q, op_scale, residual)
     else:
-        _ops.RMSNORM_QUANT(x, weight, q, scale)
+        _ops.RMSNORM_QUANT(x, weight, q, op_scale)
     return (q, scale, norm_out) if return_norm_out else (q, scale)
 
 
@@ -362,7 +365,7 @@ def materialize(scale: torch.Tensor, ld_align: int = 1, *, layout: str = "column
                 m, g, scale.device)
             if not _ops.AVAILABLE:
                 _ops.require_ops()
-            (_ops.MATERIALIZE_PACKED_UE8M0 if packed else _ops.MATERIALIZE_SWIZZLED_128X4)(scale, out)
+            (_ops.MATERIALIZE_PACKED_UE8M0 if packed else _ops.MATERIALIZE_SWIZZLED_128X4)(scale, _ops.op_scale(out))
             return out
         if name != "column_major":
             _ops.fail(op, "layout",

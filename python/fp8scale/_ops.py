@@ -13,6 +13,12 @@ defines the schemas and the CUDA kernels under the ``fp8scale`` namespace:
 Each writes its ``!`` arguments (caller-allocated) and returns nothing. The
 fake implementations here check what the shapes and dtypes decide, so that
 torch.compile and meta tensors see the same refusals as the CUDA kernels.
+
+The 128 x 4 swizzled UE8M0 scales reach the ops as their bytes, a
+torch.uint8 tensor: the stable ABI of torch 2.10, which the op library
+targets, cannot pass float8_e8m0fnu. The Python functions hand out
+float8_e8m0fnu tensors (what torch's scaled_mm takes) and pass
+``scale.view(torch.uint8)`` to the ops (op_scale).
 """
 
 from __future__ import annotations
@@ -166,10 +172,13 @@ def check_packed_ue8m0(op: str, name: str, t: torch.Tensor, m: int, g: int) -> N
 
 
 def check_swizzled_128x4(op: str, name: str, t: torch.Tensor, m: int, g: int) -> None:
-    """The 128 x 4 swizzled UE8M0 bytes of (m, g) exponents: a contiguous 1-D
-    float8_e8m0fnu tensor of align(m, 128) * align(g, 4) bytes (the C++
-    swizzled128x4Arg)."""
-    check_tensor(op, name, t, (torch.float8_e8m0fnu,), (1,))
+    """The 128 x 4 swizzled UE8M0 bytes of (m, g) exponents as the ops take
+    them: a contiguous 1-D torch.uint8 tensor of align(m, 128) * align(g, 4)
+    bytes (the C++ swizzled128x4Arg)."""
+    if isinstance(t, torch.Tensor) and t.dtype == torch.float8_e8m0fnu:
+        fail(op, name, "has dtype torch.float8_e8m0fnu: the ops take swizzled UE8M0 scales as their bytes, "
+                       "scale.view(torch.uint8) (the stable ABI of torch 2.10 cannot pass float8_e8m0fnu)", TypeError)
+    check_tensor(op, name, t, (torch.uint8,), (1,))
     check_shape(op, name, t, (_layout.swizzled_128x4_bytes(m, g),))
     if t.shape[0] > 1 and t.stride(0) != 1:
         fail(op, name, f"must be contiguous, got strides {tuple(t.stride())}")
@@ -177,8 +186,15 @@ def check_swizzled_128x4(op: str, name: str, t: torch.Tensor, m: int, g: int) ->
 
 def is_exponent_layout(scale) -> bool:
     """Whether a producer op's scale is in an exponent layout: the packed
-    UE8M0 words (int32) or the swizzled 128 x 4 bytes (float8_e8m0fnu)."""
-    return isinstance(scale, torch.Tensor) and scale.dtype in (torch.int32, torch.float8_e8m0fnu)
+    UE8M0 words (int32) or the swizzled 128 x 4 bytes (uint8; a
+    float8_e8m0fnu tensor is refused by check_swizzled_128x4)."""
+    return isinstance(scale, torch.Tensor) and scale.dtype in (torch.int32, torch.uint8, torch.float8_e8m0fnu)
+
+
+def op_scale(scale: torch.Tensor) -> torch.Tensor:
+    """A scale tensor as the ops take it: the swizzled float8_e8m0fnu bytes
+    viewed as torch.uint8, any other tensor as it is."""
+    return scale.view(torch.uint8) if scale.dtype == torch.float8_e8m0fnu else scale
 
 
 def check_producer_scale(op: str, scale, m: int, g: int, group_size, scale_ue8m0) -> None:
@@ -275,11 +291,11 @@ def check_materialize(src, dst) -> None:
         fail(op, "dst", f"has strides {tuple(dst.stride())}: expected column-major (1, ld) with ld >= M")
 
 
-def check_materialize_exponents(op, src, dst, dst_dtype, check_dst) -> None:
+def check_materialize_exponents(op, src, dst, check_dst) -> None:
     """materialize_packed_ue8m0 / materialize_swizzled_128x4: float32 (M, G)
-    src; dst of dst_dtype, checked by check_dst(op, "dst", dst, M, G)."""
+    src; dst checked (dtype, shape, strides) by check_dst(op, "dst", dst, M, G)."""
     check_tensor(op, "src", src, (torch.float32,), (2,))
-    check_tensor(op, "dst", dst, (dst_dtype,))
+    check_tensor(op, "dst", dst)
     check_device(op, (("src", src), ("dst", dst)))
     _layout.scale_layout(src)
     check_dst(op, "dst", dst, *src.shape)
@@ -309,12 +325,11 @@ if AVAILABLE:
 
     @torch.library.register_fake("fp8scale::materialize_packed_ue8m0")
     def _materialize_packed_ue8m0_fake(src, dst):
-        check_materialize_exponents("materialize_packed_ue8m0", src, dst, torch.int32, check_packed_ue8m0)
+        check_materialize_exponents("materialize_packed_ue8m0", src, dst, check_packed_ue8m0)
 
     @torch.library.register_fake("fp8scale::materialize_swizzled_128x4")
     def _materialize_swizzled_128x4_fake(src, dst):
-        check_materialize_exponents("materialize_swizzled_128x4", src, dst, torch.float8_e8m0fnu,
-                                    check_swizzled_128x4)
+        check_materialize_exponents("materialize_swizzled_128x4", src, dst, check_swizzled_128x4)
 
     # CPU tensors: the same checks, which refuse them by name (the dispatcher's
     # own message would not say which argument).

@@ -155,6 +155,26 @@ def test_launcher_refusals_name_the_argument():
         torch.ops.fp8scale.group_quant(x, q, q.view(torch.float32)[:, :4])
 
 
+def test_ops_take_swizzled_bytes_as_uint8():
+    """torch 2.10's stable ABI, which the op library targets, cannot pass a
+    float8_e8m0fnu tensor: the op names the argument and the uint8 view it
+    takes, and the Python functions pass that view themselves."""
+    x = activations(4, 512, torch.bfloat16, 1)
+    q = torch.empty(4, 512, dtype=torch.float8_e4m3fn, device="cuda")
+    e8m0 = torch.empty(128 * 4, dtype=torch.float8_e8m0fnu, device="cuda")
+    with pytest.raises(ValueError, match=r"group_quant: argument 'scale' has a dtype the stable ABI of torch 2.10 "
+                                         r"cannot pass \(float8_e8m0fnu is one; .*scale.view\(torch.uint8\)\)"):
+        torch.ops.fp8scale.group_quant(x, q, e8m0, 128, True)
+    s = torch.exp2(torch.randint(-20, 20, (4, 4), device="cuda").float())
+    with pytest.raises(ValueError, match=r"materialize_swizzled_128x4: argument 'dst' has a dtype the stable ABI"):
+        torch.ops.fp8scale.materialize_swizzled_128x4(s, e8m0)
+    torch.ops.fp8scale.group_quant(x, q, e8m0.view(torch.uint8), 128, True)
+    q2, s2 = fp8scale.group_quant(x, scale_ue8m0=True, scale_layout="swizzled_128x4")
+    assert s2.dtype == torch.float8_e8m0fnu
+    assert torch.equal(q2.view(torch.uint8), q.view(torch.uint8))
+    assert torch.equal(s2.view(torch.uint8), e8m0.view(torch.uint8))
+
+
 # What the C++ op checks on CUDA tensors is a ValueError naming the argument
 # (a std::invalid_argument), as the fakes raise on meta tensors; the Python
 # functions check types and dtypes themselves (TypeError).
@@ -212,7 +232,7 @@ def test_opcheck():
     packed = torch.empty(2, 20, dtype=torch.int32, device="cuda").t()
     torch.library.opcheck(torch.ops.fp8scale.materialize_packed_ue8m0.default, (ue8m0, packed),
                           test_utils=OPCHECK_TESTS)
-    swizzled = torch.empty(128 * 8, dtype=torch.float8_e8m0fnu, device="cuda")
+    swizzled = torch.empty(128 * 8, dtype=torch.uint8, device="cuda")  # the swizzled bytes as the ops take them
     torch.library.opcheck(torch.ops.fp8scale.materialize_swizzled_128x4.default, (ue8m0, swizzled),
                           test_utils=OPCHECK_TESTS)
 

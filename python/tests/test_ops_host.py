@@ -49,13 +49,17 @@ def test_packed_ue8m0_materialize_on_meta(m, g):
     [
         (lambda: fp8scale.materialize(meta(4, 8, dtype=F32), layout="swizzled"), ValueError,
          r"materialize: argument 'layout' = 'swizzled': expected 'column_major', 'packed_ue8m0' or 'swizzled_128x4'"),
-        (lambda: torch.ops.fp8scale.materialize_swizzled_128x4(meta(4, 8, dtype=F32), meta(256, dtype=torch.uint8)),
-         TypeError, r"materialize_swizzled_128x4: argument 'dst' has dtype torch.uint8"),
+        (lambda: torch.ops.fp8scale.materialize_swizzled_128x4(meta(4, 8, dtype=F32), meta(1024, dtype=torch.int8)),
+         TypeError, r"materialize_swizzled_128x4: argument 'dst' has dtype torch.int8, expected torch.uint8"),
+        # The ops take the swizzled bytes as uint8: torch 2.10's stable ABI cannot pass float8_e8m0fnu.
         (lambda: torch.ops.fp8scale.materialize_swizzled_128x4(meta(4, 8, dtype=F32),
-                                                               meta(512, dtype=torch.float8_e8m0fnu)),
+                                                               meta(1024, dtype=torch.float8_e8m0fnu)),
+         TypeError, r"argument 'dst' has dtype torch.float8_e8m0fnu: the ops take swizzled UE8M0 scales as their "
+                    r"bytes, scale.view\(torch.uint8\)"),
+        (lambda: torch.ops.fp8scale.materialize_swizzled_128x4(meta(4, 8, dtype=F32), meta(512, dtype=torch.uint8)),
          ValueError, r"argument 'dst' has shape \(512,\), expected \(1024,\)"),
         (lambda: torch.ops.fp8scale.materialize_swizzled_128x4(meta(4, 8, dtype=F32),
-                                                               meta(2048, dtype=torch.float8_e8m0fnu)[::2]),
+                                                               meta(2048, dtype=torch.uint8)[::2]),
          ValueError, r"argument 'dst' must be contiguous, got strides \(2,\)"),
         (lambda: torch.ops.fp8scale.materialize_packed_ue8m0(meta(4, 8, dtype=F32), meta(4, 2, dtype=F32)),
          TypeError, r"materialize_packed_ue8m0: argument 'dst' has dtype torch.float32"),
@@ -73,10 +77,11 @@ def test_packed_ue8m0_refusals_name_the_argument(call, error, pattern):
 
 @pytest.mark.parametrize("m, g", [(0, 5), (1, 1), (5, 4), (130, 57)])
 def test_swizzled_128x4_materialize_on_meta(m, g):
-    """The 128 x 4 swizzled layout: 1-D float8_e8m0fnu of align(M, 128) * align(G, 4) bytes."""
+    """The 128 x 4 swizzled layout: 1-D float8_e8m0fnu of align(M, 128) * align(G, 4) bytes
+    (the op takes them viewed as uint8)."""
     out = fp8scale.materialize(meta(m, g, dtype=F32), layout="SWIZZLED_128X4")
     assert out.dtype == torch.float8_e8m0fnu and out.shape == ((m + 127) // 128 * 128 * ((g + 3) // 4 * 4),)
-    torch.ops.fp8scale.materialize_swizzled_128x4(meta(m, g, dtype=F32).t().contiguous().t(), out)
+    torch.ops.fp8scale.materialize_swizzled_128x4(meta(m, g, dtype=F32).t().contiguous().t(), out.view(torch.uint8))
 
 
 def producers_into(layout, m, k, group):
@@ -142,13 +147,13 @@ def test_producers_write_swizzled_128x4_bytes_on_meta(m, k, group):
                                         scale_layout="swizzled_128x4"),
          TypeError, r"rmsnorm_quant: argument 'fp8_dtype' = torch.float8_e4m3fnuz: swizzled UE8M0 scales go with"),
         (lambda: torch.ops.fp8scale.rmsnorm_quant(meta(4, 512), meta(512), meta(4, 512, dtype=FN),
-                                                  meta(512, dtype=torch.float8_e8m0fnu)),
+                                                  meta(512, dtype=torch.uint8)),
          ValueError, r"rmsnorm_quant: argument 'scale_ue8m0' must be True: swizzled UE8M0 scales"),
         (lambda: torch.ops.fp8scale.group_quant(meta(4, 512), meta(4, 512, dtype=FN),
-                                                meta(256, dtype=torch.float8_e8m0fnu), 128, True),
+                                                meta(256, dtype=torch.uint8), 128, True),
          ValueError, r"group_quant: argument 'scale' has shape \(256,\), expected \(512,\)"),
         (lambda: torch.ops.fp8scale.silu_clamp_quant(meta(4, 1024), meta(4, 512, dtype=FN),
-                                                     meta(4, 128, dtype=torch.float8_e8m0fnu), 7.0, 128, True),
+                                                     meta(4, 128, dtype=torch.uint8), 7.0, 128, True),
          ValueError, r"silu_clamp_quant: argument 'scale' must be 1-D"),
         (lambda: fp8scale.group_quant(meta(4, 512), scale_layout="column_major"), ValueError,
          r"argument 'scale_layout' = 'column_major' disagrees with transpose_scale=False"),
@@ -379,7 +384,7 @@ def test_opcheck_on_meta(col_major):
                           test_utils=OPCHECK_TESTS)
     torch.library.opcheck(torch.ops.fp8scale.rmsnorm_quant.default,
                           (x, meta(512), q, packed[:, :1], meta(m, 512), None, 1e-6, 128, True), test_utils=OPCHECK_TESTS)
-    swizzled = meta(128 * 4, dtype=torch.float8_e8m0fnu)  # align(M, 128) * align(G, 4) bytes
+    swizzled = meta(128 * 4, dtype=torch.uint8)  # align(M, 128) * align(G, 4) bytes, as the ops take them
     torch.library.opcheck(torch.ops.fp8scale.materialize_swizzled_128x4.default, (s, swizzled), test_utils=OPCHECK_TESTS)
     for op, args in ((torch.ops.fp8scale.group_quant, (x, q, swizzled, 128, True)),
                      (torch.ops.fp8scale.silu_clamp_quant, (meta(m, 1024), q, swizzled, 7.0, 128, True)),
