@@ -153,19 +153,20 @@ void rmsNormQuantOp(Tensor x, Tensor weight, Tensor q, Tensor scale, std::option
   const index_t M = x.size(0), K = x.size(1);
   const index_t G = groupsOf(kOp, K, groupSize);
   if (!(normEps >= 0.0)) fail(kOp, "norm_eps", "= " + std::to_string(normEps) + ": must be >= 0");
-  expectDtype(kOp, "weight", weight, x.scalar_type());
+  const ScalarType xDtype = dtypeOf(kOp, "x", x);
+  expectDtype(kOp, "weight", weight, xDtype);
   expectShape(kOp, "weight", weight, {K});
   if (K > 1 && weight.stride(0) != 1) fail(kOp, "weight", "must be contiguous, got strides " + strideString(weight));
   expectShape(kOp, "q", q, {M, K});
   const index_t ldq = rowStride(kOp, "q", q);
   index_t ldResidual = 0, ldNormOut = 0;
   if (residual) {
-    expectDtype(kOp, "residual", *residual, x.scalar_type());
+    expectDtype(kOp, "residual", *residual, xDtype);
     expectShape(kOp, "residual", *residual, {M, K});
     ldResidual = rowStride(kOp, "residual", *residual);
   }
   if (normOut) {
-    expectDtype(kOp, "norm_out", *normOut, x.scalar_type());
+    expectDtype(kOp, "norm_out", *normOut, xDtype);
     expectShape(kOp, "norm_out", *normOut, {M, K});
     ldNormOut = rowStride(kOp, "norm_out", *normOut);
   }

@@ -61,6 +61,8 @@ inline const char* dtypeName(ScalarType t) {
     case ScalarType::Half: return "torch.float16";
     case ScalarType::Float: return "torch.float32";
     case ScalarType::Int: return "torch.int32";
+    case ScalarType::Byte: return "torch.uint8";
+    case ScalarType::Char: return "torch.int8";
     case ScalarType::Float8_e8m0fnu: return "torch.float8_e8m0fnu";
     case ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
     case ScalarType::Float8_e4m3fnuz: return "torch.float8_e4m3fnuz";
@@ -109,8 +111,8 @@ inline ScalarType dtypeOf(const char* op, const char* name, const Tensor& t) {
   try {
     return t.scalar_type();
   } catch (const std::exception&) {
-    fail(op, name, "has a dtype the stable ABI of torch 2.10 cannot pass (float8_e8m0fnu is one; the ops take "
-                   "swizzled UE8M0 scales as their bytes, scale.view(torch.uint8))");
+    fail(op, name, "has a dtype the stable ABI of torch 2.10 cannot pass, such as torch.float8_e8m0fnu: the ops "
+                   "take swizzled UE8M0 scales as their bytes, scale.view(torch.uint8)");
   }
 }
 
@@ -329,12 +331,13 @@ void withScaleView(const char* op, const ScaleArg& a, F&& f) {
 /// f(In{}) for the input dtypes the producers read.
 template <class F>
 void withInputType(const char* op, const char* name, const Tensor& t, F&& f) {
-  switch (dtypeOf(op, name, t)) {
+  const ScalarType dtype = dtypeOf(op, name, t);
+  switch (dtype) {
     case ScalarType::BFloat16: return f(BFloat16{});
     case ScalarType::Half: return f(Float16{});
     case ScalarType::Float: return f(float{});
     default:
-      fail(op, name, std::string("has dtype ") + dtypeName(t.scalar_type()) +
+      fail(op, name, std::string("has dtype ") + dtypeName(dtype) +
                          ", expected torch.bfloat16, torch.float16 or torch.float32");
   }
 }
@@ -342,11 +345,12 @@ void withInputType(const char* op, const char* name, const Tensor& t, F&& f) {
 /// f(Format{}) for the fp8 output's dtype.
 template <class F>
 void withFp8Format(const char* op, const char* name, const Tensor& t, F&& f) {
-  switch (dtypeOf(op, name, t)) {
+  const ScalarType dtype = dtypeOf(op, name, t);
+  switch (dtype) {
     case ScalarType::Float8_e4m3fn: return f(E4M3FN{});
     case ScalarType::Float8_e4m3fnuz: return f(E4M3FNUZ{});
     default:
-      fail(op, name, std::string("has dtype ") + dtypeName(t.scalar_type()) +
+      fail(op, name, std::string("has dtype ") + dtypeName(dtype) +
                          ", expected torch.float8_e4m3fn or torch.float8_e4m3fnuz");
   }
 }

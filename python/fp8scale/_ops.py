@@ -176,8 +176,8 @@ def check_swizzled_128x4(op: str, name: str, t: torch.Tensor, m: int, g: int) ->
     them: a contiguous 1-D torch.uint8 tensor of align(m, 128) * align(g, 4)
     bytes (the C++ swizzled128x4Arg)."""
     if isinstance(t, torch.Tensor) and t.dtype == torch.float8_e8m0fnu:
-        fail(op, name, "has dtype torch.float8_e8m0fnu: the ops take swizzled UE8M0 scales as their bytes, "
-                       "scale.view(torch.uint8) (the stable ABI of torch 2.10 cannot pass float8_e8m0fnu)", TypeError)
+        fail(op, name, "has dtype torch.float8_e8m0fnu, which the stable ABI of torch 2.10 cannot pass: the ops "
+                       "take swizzled UE8M0 scales as their bytes, scale.view(torch.uint8)", TypeError)
     check_tensor(op, name, t, (torch.uint8,), (1,))
     check_shape(op, name, t, (_layout.swizzled_128x4_bytes(m, g),))
     if t.shape[0] > 1 and t.stride(0) != 1:

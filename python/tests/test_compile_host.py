@@ -116,3 +116,29 @@ def test_packed_ue8m0_path_compiles_once_for_every_m(direct):
         assert packed.stride() == (1, (m + 3) // 4 * 4)
         frames.append(counter.frame_count)
     assert frames == [frames[0]] * 4
+
+
+@pytest.mark.parametrize("direct", (True, False))
+def test_swizzled_128x4_path_compiles_once_for_every_m(direct):
+    """The swizzled bytes, written by the producer or laid out by
+    materialize: the float8_e8m0fnu tensor reaches the op as its uint8 view
+    (_ops.op_scale), in one graph with no break and no recompile as M
+    changes."""
+
+    def site(x):
+        if direct:
+            return fp8scale.group_quant(x, 32, scale_ue8m0=True, scale_layout="swizzled_128x4")
+        q, s = fp8scale.group_quant(x, 32, scale_ue8m0=True)
+        return q, fp8scale.materialize(s, layout="swizzled_128x4")
+
+    explained = torch._dynamo.explain(site)(meta(7, K))
+    assert explained.break_reasons == [] and (explained.graph_count, explained.graph_break_count) == (1, 0)
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(site, fullgraph=True, dynamic=True, backend=counter)
+    frames = []
+    for m in (7, 64, 1000, 33):
+        q, swizzled = compiled(meta(m, K))
+        assert swizzled.dtype == torch.float8_e8m0fnu and swizzled.shape == ((m + 127) // 128 * 128 * (K // 32),)
+        frames.append(counter.frame_count)
+    assert frames == [frames[0]] * 4

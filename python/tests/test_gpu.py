@@ -163,11 +163,17 @@ def test_ops_take_swizzled_bytes_as_uint8():
     q = torch.empty(4, 512, dtype=torch.float8_e4m3fn, device="cuda")
     e8m0 = torch.empty(128 * 4, dtype=torch.float8_e8m0fnu, device="cuda")
     with pytest.raises(ValueError, match=r"group_quant: argument 'scale' has a dtype the stable ABI of torch 2.10 "
-                                         r"cannot pass \(float8_e8m0fnu is one; .*scale.view\(torch.uint8\)\)"):
+                                         r"cannot pass, such as torch.float8_e8m0fnu: the ops take swizzled UE8M0 "
+                                         r"scales as their bytes, scale.view\(torch.uint8\)"):
         torch.ops.fp8scale.group_quant(x, q, e8m0, 128, True)
     s = torch.exp2(torch.randint(-20, 20, (4, 4), device="cuda").float())
     with pytest.raises(ValueError, match=r"materialize_swizzled_128x4: argument 'dst' has a dtype the stable ABI"):
         torch.ops.fp8scale.materialize_swizzled_128x4(s, e8m0)
+    with pytest.raises(ValueError, match=r"materialize_swizzled_128x4: argument 'dst' has dtype torch.int8, "
+                                         r"expected torch.uint8"):
+        torch.ops.fp8scale.materialize_swizzled_128x4(s, e8m0.view(torch.int8))
+    with pytest.raises(ValueError, match=r"rmsnorm_quant: argument 'x' has a dtype the stable ABI"):
+        torch.ops.fp8scale.rmsnorm_quant(e8m0.view(4, 128), e8m0[:128], q[:, :128], e8m0.view(torch.uint8)[:128])
     torch.ops.fp8scale.group_quant(x, q, e8m0.view(torch.uint8), 128, True)
     q2, s2 = fp8scale.group_quant(x, scale_ue8m0=True, scale_layout="swizzled_128x4")
     assert s2.dtype == torch.float8_e8m0fnu

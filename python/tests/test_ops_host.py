@@ -54,8 +54,8 @@ def test_packed_ue8m0_materialize_on_meta(m, g):
         # The ops take the swizzled bytes as uint8: torch 2.10's stable ABI cannot pass float8_e8m0fnu.
         (lambda: torch.ops.fp8scale.materialize_swizzled_128x4(meta(4, 8, dtype=F32),
                                                                meta(1024, dtype=torch.float8_e8m0fnu)),
-         TypeError, r"argument 'dst' has dtype torch.float8_e8m0fnu: the ops take swizzled UE8M0 scales as their "
-                    r"bytes, scale.view\(torch.uint8\)"),
+         TypeError, r"argument 'dst' has dtype torch.float8_e8m0fnu, which the stable ABI of torch 2.10 cannot "
+                    r"pass: the ops take swizzled UE8M0 scales as their bytes, scale.view\(torch.uint8\)"),
         (lambda: torch.ops.fp8scale.materialize_swizzled_128x4(meta(4, 8, dtype=F32), meta(512, dtype=torch.uint8)),
          ValueError, r"argument 'dst' has shape \(512,\), expected \(1024,\)"),
         (lambda: torch.ops.fp8scale.materialize_swizzled_128x4(meta(4, 8, dtype=F32),
