@@ -92,17 +92,21 @@ def test_errors_under_compile_name_the_argument():
         compiled(meta(4, 512))
 
 
+@pytest.mark.parametrize("layout", ("packed_ue8m0", "swizzled_128x4"))
 @pytest.mark.parametrize("direct", (False, True))
-def test_packed_ue8m0_path_compiles_once_for_every_m(direct):
-    """UE8M0 scales column-major, then packed for DeepGEMM, or the packed
-    words written by the producer itself: one graph, no break, and no
+def test_exponent_layout_path_compiles_once_for_every_m(layout, direct):
+    """UE8M0 scales column-major, then laid out by materialize, or the
+    layout written by the producer itself (DeepGEMM's packed words in
+    groups of 128; the swizzled bytes in groups of 32, whose float8_e8m0fnu
+    tensor reaches the op as its uint8 view): one graph, no break, and no
     recompile as M changes (after the first dynamic compile)."""
+    group = 128 if layout == "packed_ue8m0" else 32
 
     def site(x):
         if direct:
-            return fp8scale.group_quant(x, 128, scale_ue8m0=True, scale_layout="packed_ue8m0")
-        q, s = fp8scale.group_quant(x, 128, transpose_scale=True, ld_align=4, scale_ue8m0=True)
-        return q, fp8scale.materialize(s, layout="packed_ue8m0")
+            return fp8scale.group_quant(x, group, scale_ue8m0=True, scale_layout=layout)
+        q, s = fp8scale.group_quant(x, group, transpose_scale=True, ld_align=4, scale_ue8m0=True)
+        return q, fp8scale.materialize(s, layout=layout)
 
     explained = torch._dynamo.explain(site)(meta(7, K))
     assert explained.break_reasons == [] and (explained.graph_count, explained.graph_break_count) == (1, 0)
@@ -111,34 +115,11 @@ def test_packed_ue8m0_path_compiles_once_for_every_m(direct):
     compiled = torch.compile(site, fullgraph=True, dynamic=True, backend=counter)
     frames = []
     for m in (7, 64, 1000, 33):
-        q, packed = compiled(meta(m, K))
-        assert packed.dtype == torch.int32 and packed.shape == (m, (K // 128 + 3) // 4)
-        assert packed.stride() == (1, (m + 3) // 4 * 4)
-        frames.append(counter.frame_count)
-    assert frames == [frames[0]] * 4
-
-
-@pytest.mark.parametrize("direct", (True, False))
-def test_swizzled_128x4_path_compiles_once_for_every_m(direct):
-    """The swizzled bytes, written by the producer or laid out by
-    materialize: the float8_e8m0fnu tensor reaches the op as its uint8 view
-    (_ops.op_scale), in one graph with no break and no recompile as M
-    changes."""
-
-    def site(x):
-        if direct:
-            return fp8scale.group_quant(x, 32, scale_ue8m0=True, scale_layout="swizzled_128x4")
-        q, s = fp8scale.group_quant(x, 32, scale_ue8m0=True)
-        return q, fp8scale.materialize(s, layout="swizzled_128x4")
-
-    explained = torch._dynamo.explain(site)(meta(7, K))
-    assert explained.break_reasons == [] and (explained.graph_count, explained.graph_break_count) == (1, 0)
-    torch._dynamo.reset()
-    counter = CompileCounterWithBackend("aot_eager")
-    compiled = torch.compile(site, fullgraph=True, dynamic=True, backend=counter)
-    frames = []
-    for m in (7, 64, 1000, 33):
-        q, swizzled = compiled(meta(m, K))
-        assert swizzled.dtype == torch.float8_e8m0fnu and swizzled.shape == ((m + 127) // 128 * 128 * (K // 32),)
+        q, out = compiled(meta(m, K))
+        if layout == "packed_ue8m0":
+            assert out.dtype == torch.int32 and out.shape == (m, (K // 128 + 3) // 4)
+            assert out.stride() == (1, (m + 3) // 4 * 4)
+        else:
+            assert out.dtype == torch.float8_e8m0fnu and out.shape == ((m + 127) // 128 * 128 * (K // 32),)
         frames.append(counter.frame_count)
     assert frames == [frames[0]] * 4
