@@ -289,8 +289,9 @@ inline ScaleView<std::uint8_t, Swizzled128x4> swizzled128x4Arg(const char* op, c
 }
 
 /// A producer op's scale in an exponent layout: the packed UE8M0 int32
-/// words (packedUe8m0Arg) or the swizzled uint8 bytes (swizzled128x4Arg), with what the library's instantiations for them take:
-/// bfloat16 x into float8_e4m3fn q, scale_ue8m0, groups of 32 or 128. Runs
+/// words (packedUe8m0Arg) or the swizzled uint8 bytes (swizzled128x4Arg),
+/// with what the library's instantiations for them take: bfloat16 x into
+/// float8_e4m3fn q, scale_ue8m0, groups of 32 or 128. Runs
 /// f(view) and returns true for such a scale; false (nothing run) for a
 /// float32 one.
 template <class F>
